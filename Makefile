@@ -1,0 +1,38 @@
+# Two commands do everything on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test test-all bench lint results clean-cache
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# The CPU build of torch first, so that pip never pulls a multi-GB CUDA build for the project's deps.
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e ".[test,hw]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m gnn.pipeline
+
+test: $(STAMP)
+	$(PY) -m pytest -q -m "not slow and not gpu" --durations=15
+
+test-all: $(STAMP)
+	$(PY) -m pytest -q --durations=25
+
+bench: $(STAMP)
+	$(PY) benchmarks/fp32_accuracy.py
+	$(PY) benchmarks/train_speed.py
+	$(PY) benchmarks/make_results.py
+
+results: $(STAMP)
+	$(PY) benchmarks/make_results.py
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+clean-cache:
+	rm -rf datasets/cache

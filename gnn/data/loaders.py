@@ -1,0 +1,142 @@
+"""One loader per dataset family, built on PyG's dataset classes, returning one `GraphData` interface.
+
+Every dataset comes back as a `GraphData`: node-level datasets hold one PyG `Data` and one `Split`
+(the public split, or a seeded random one); graph-level datasets hold a PyG dataset of graphs and ten
+stratified folds. Synthetic graphs (gnn/data/synthetic.py) use the same interface.
+"""
+
+from __future__ import annotations
+
+import pickle
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+from torch_geometric.data import Data
+from torch_geometric.utils import remove_self_loops, to_undirected
+
+from gnn.data.registry import DataError, DatasetEntry, ensure_raw, get_entry
+from gnn.data.splits import Split, fraction_split, mask_to_index, per_class_split, stratified_kfold
+
+
+@dataclass(frozen=True)
+class GraphData:
+    """A loaded dataset.
+
+    Attributes:
+        name: registry key, e.g. ``"cora"``.
+        task: ``"node"`` (node classification), ``"graph"`` (graph classification) or ``"topology"``
+            (structure and labels only, no node features: usable for degree statistics and accelerator
+            workloads, not for training).
+        data: the whole graph (node and topology tasks); ``None`` for graph tasks.
+        graphs: the list-like PyG dataset of graphs (graph tasks); ``None`` otherwise.
+        splits: one `Split` for node tasks (public or seeded), ``num_folds`` for graph tasks.
+        num_features: input feature width (0 when features are absent).
+        num_classes: number of target classes.
+    """
+
+    name: str
+    task: str
+    data: Data | None
+    graphs: object | None
+    splits: list[Split]
+    num_features: int
+    num_classes: int
+    info: dict = field(default_factory=dict)
+
+
+def _row_normalize(x: Tensor) -> Tensor:
+    """Kipf & Welling's feature preprocessing: each row sums to one (rows of zeros stay zero)."""
+    s = x.sum(dim=-1, keepdim=True)
+    return x / s.clamp(min=1e-12)
+
+
+def _planetoid(entry: DatasetEntry, root: Path) -> GraphData:
+    from torch_geometric.datasets import Planetoid
+
+    ds = Planetoid(str(root), entry.name, split="public")
+    data = ds[0]
+    data.x = _row_normalize(data.x)
+    split = Split(mask_to_index(data.train_mask), mask_to_index(data.val_mask), mask_to_index(data.test_mask))
+    return GraphData(entry.key, "node", data, None, [split], ds.num_features, ds.num_classes)
+
+
+def _shchur(entry: DatasetEntry, root: Path, split_seed: int) -> GraphData:
+    from torch_geometric.datasets import Amazon, Coauthor
+
+    cls = Amazon if entry.family == "Amazon" else Coauthor
+    ds = cls(str(root), entry.name)
+    data = ds[0]
+    split = per_class_split(data.y, 20, 30, seed=split_seed)
+    return GraphData(entry.key, "node", data, None, [split], ds.num_features, ds.num_classes)
+
+
+def _tudataset(entry: DatasetEntry, root: Path, split_seed: int) -> GraphData:
+    from torch_geometric.datasets import TUDataset
+
+    ds = TUDataset(str(root), entry.name, use_node_attr=False)
+    y = torch.cat([g.y for g in ds])  # (num_graphs,)
+    folds = stratified_kfold(y, 10, seed=split_seed)
+    return GraphData(entry.key, "graph", None, ds, folds, ds.num_features, ds.num_classes)
+
+
+def _linkx(entry: DatasetEntry, root: Path, split_seed: int) -> GraphData:
+    from torch_geometric.datasets import LINKXDataset
+
+    ds = LINKXDataset(str(root), entry.name)
+    data = ds[0]
+    split = fraction_split(data.y, 0.5, 0.25, seed=split_seed)
+    num_classes = int(data.y.max()) + 1  # label -1 = unknown, never in a split
+    return GraphData(entry.key, "node", data, None, [split], ds.num_features, num_classes)
+
+
+def _pubmed_topology(entry: DatasetEntry, root: Path) -> GraphData:
+    """PubMed's graph and labels from the Planetoid files without ``ind.pubmed.allx`` (absent in the mirror)."""
+    raw = root / "raw"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # old scipy pickles
+        objs = {}
+        for part in ("ally", "ty", "graph"):
+            with open(raw / f"ind.pubmed.{part}", "rb") as f:
+                objs[part] = pickle.load(f, encoding="latin1")  # noqa: S301 (checksum-verified raw file)
+    test_index = torch.from_numpy(np.loadtxt(raw / "ind.pubmed.test.index", dtype=np.int64))
+    y = torch.from_numpy(np.vstack([objs["ally"], objs["ty"]]).argmax(1)).long()  # (N,)
+    sorted_test = test_index.sort()[0]
+    y[test_index] = y[sorted_test]  # Planetoid stores test rows in sorted-index order
+    graph = objs["graph"]
+    rows = np.repeat(np.fromiter(graph.keys(), dtype=np.int64), [len(v) for v in graph.values()])
+    cols = np.fromiter((c for v in graph.values() for c in v), dtype=np.int64)
+    edge_index = torch.from_numpy(np.stack([rows, cols]))
+    edge_index, _ = remove_self_loops(edge_index)
+    num_nodes = y.numel()
+    edge_index = to_undirected(edge_index, num_nodes=num_nodes)
+    data = Data(edge_index=edge_index, y=y, num_nodes=num_nodes)
+    return GraphData(entry.key, "topology", data, None, [], 0, 3,
+                     info={"note": "features absent (ind.pubmed.allx missing): topology work only"})
+
+
+def load_dataset(name: str, data_root: str | Path | None = None, split_seed: int = 0) -> GraphData:
+    """Load a registered dataset by name (see `gnn.data.registry.load_registry` for the names).
+
+    Args:
+        name: dataset key, e.g. ``"cora"``, ``"coauthor-cs"``, ``"mutag"``; names of synthetic graphs are
+            handled by `gnn.data.synthetic`.
+        data_root: explicit data root (``--data-root``); see the registry module for the resolution order.
+        split_seed: seed of random splits and folds (the public Planetoid split ignores it).
+    """
+    entry = get_entry(name)
+    family_root = ensure_raw(entry.key, data_root)
+    if entry.loader == "planetoid":
+        return _planetoid(entry, family_root)
+    if entry.loader in ("amazon", "coauthor"):
+        return _shchur(entry, family_root, split_seed)
+    if entry.loader == "tudataset":
+        return _tudataset(entry, family_root, split_seed)
+    if entry.loader == "linkx":
+        return _linkx(entry, family_root, split_seed)
+    if entry.loader == "pubmed_topology":
+        return _pubmed_topology(entry, family_root)
+    raise DataError(f"registry: dataset {entry.key!r} names unknown loader {entry.loader!r}")

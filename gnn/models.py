@@ -1,0 +1,149 @@
+"""Model stacks: one `GNN` class owns depth, normalisation, dropout, residuals and pooling; each architecture
+adds one `make_conv` hook. Models are single-device references: quantization and distribution are applied
+to a built model afterwards (``quant.quantize_``, ``distributed``), never inside these files."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch_geometric.nn import global_add_pool, global_mean_pool
+
+from gnn.conv import GATConv, GCNConv, GINConv, SAGEConv
+from gnn.conv.gin import gin_mlp
+from gnn.conv.linear import Linear
+
+ARCHS = ("gcn", "gin", "gat", "sage")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelConfig:
+    """Architecture of a GNN.
+
+    Attributes:
+        arch: layer type, one of ``ARCHS``.
+        in_dim: input feature width; out_dim: number of classes.
+        hidden_dim: hidden width (for GAT: width per head).
+        num_layers: number of message-passing layers (>= 1).
+        dropout: dropout on the input of every layer.
+        norm: normalisation after each hidden layer.
+        residual: add the layer input to its output where widths match.
+        heads: GAT heads of the hidden layers; out_heads: heads of the last layer (averaged).
+        attn_dropout: GAT dropout on attention coefficients.
+        pool: ``"none"`` for node tasks; ``"sum"``/``"mean"`` for graph tasks (readout of every layer,
+            concatenated, then a two-layer head, as in the GIN paper).
+    """
+
+    arch: Literal["gcn", "gin", "gat", "sage"]
+    in_dim: int
+    out_dim: int
+    hidden_dim: int = 16
+    num_layers: int = 2
+    dropout: float = 0.5
+    norm: Literal["none", "batch", "layer"] = "none"
+    residual: bool = False
+    heads: int = 8
+    out_heads: int = 1
+    attn_dropout: float = 0.6
+    pool: Literal["none", "sum", "mean"] = "none"
+
+    def __post_init__(self) -> None:
+        if self.arch not in ARCHS:
+            raise ValueError(f"ModelConfig: unknown arch {self.arch!r}; valid: {', '.join(ARCHS)}")
+        if self.num_layers < 1:
+            raise ValueError(f"ModelConfig: num_layers={self.num_layers}; need >= 1")
+        if min(self.in_dim, self.out_dim, self.hidden_dim, self.heads, self.out_heads) < 1:
+            raise ValueError("ModelConfig: in_dim, out_dim, hidden_dim, heads and out_heads must be >= 1")
+        if not 0.0 <= self.dropout < 1.0 or not 0.0 <= self.attn_dropout < 1.0:
+            raise ValueError("ModelConfig: dropout and attn_dropout must be in [0, 1)")
+        if self.norm not in ("none", "batch", "layer"):
+            raise ValueError(f"ModelConfig: unknown norm {self.norm!r}; valid: none, batch, layer")
+        if self.pool not in ("none", "sum", "mean"):
+            raise ValueError(f"ModelConfig: unknown pool {self.pool!r}; valid: none, sum, mean")
+
+
+def make_conv(cfg: ModelConfig, in_dim: int, out_dim: int, is_last: bool) -> nn.Module:
+    """The one architecture hook: the layer of ``cfg.arch`` mapping ``in_dim`` to ``out_dim``.
+
+    For GAT, ``out_dim`` is the total output width; hidden layers concatenate ``cfg.heads`` heads,
+    the last node-level layer averages ``cfg.out_heads`` heads.
+    """
+    if cfg.arch == "gcn":
+        return GCNConv(in_dim, out_dim)
+    if cfg.arch == "sage":
+        return SAGEConv(in_dim, out_dim)
+    if cfg.arch == "gin":
+        return GINConv(in_dim, out_dim, mlp=gin_mlp(in_dim, out_dim), train_eps=True)
+    if is_last and cfg.pool == "none":
+        return GATConv(in_dim, out_dim, heads=cfg.out_heads, concat=False, dropout=cfg.attn_dropout)
+    return GATConv(in_dim, out_dim // cfg.heads, heads=cfg.heads, dropout=cfg.attn_dropout)
+
+
+def _norm(kind: str, dim: int) -> nn.Module:
+    return {"none": nn.Identity, "batch": nn.BatchNorm1d, "layer": nn.LayerNorm}[kind](dim)
+
+
+class GNN(nn.Module):
+    """A stack of ``num_layers`` message-passing layers.
+
+    Node tasks (``pool="none"``): the last layer outputs class logits per node.
+    Graph tasks: all layers are hidden; every layer's output is pooled per graph, the readouts are
+    concatenated and a two-layer head gives class logits per graph.
+
+    Shapes:
+        x: (N, F_in), edge_index: (2, E), batch: (N,) graph id per node (graph tasks) ->
+        (N, C) for node tasks or (G, C) for graph tasks.
+    """
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        hidden = cfg.hidden_dim * cfg.heads if cfg.arch == "gat" else cfg.hidden_dim
+        node_task = cfg.pool == "none"
+        dims = [cfg.in_dim] + [hidden] * (cfg.num_layers - 1) + [cfg.out_dim if node_task else hidden]
+        self.convs = nn.ModuleList()
+        self.norms = nn.ModuleList()
+        for i in range(cfg.num_layers):
+            is_last = i == cfg.num_layers - 1
+            self.convs.append(make_conv(cfg, dims[i], dims[i + 1], is_last))
+            self.norms.append(nn.Identity() if is_last and node_task else _norm(cfg.norm, dims[i + 1]))
+        if not node_task:
+            readout = sum(dims[1:])
+            self.head = nn.Sequential(Linear(readout, hidden), nn.ReLU(), nn.Dropout(cfg.dropout),
+                                      Linear(hidden, cfg.out_dim))
+
+    def reset_parameters(self) -> None:
+        for m in self.modules():
+            if m is not self and hasattr(m, "reset_parameters"):
+                m.reset_parameters()
+
+    def _activation(self, h: Tensor) -> Tensor:
+        return F.elu(h) if self.cfg.arch == "gat" else F.relu(h)
+
+    def forward(self, x: Tensor, edge_index: Tensor, batch: Tensor | None = None) -> Tensor:
+        cfg = self.cfg
+        readouts = []
+        for i, (conv, norm) in enumerate(zip(self.convs, self.norms, strict=True)):
+            is_last = i == cfg.num_layers - 1
+            h = conv(F.dropout(x, p=cfg.dropout, training=self.training), edge_index)
+            if not (is_last and cfg.pool == "none"):
+                h = self._activation(norm(h))
+                if cfg.residual and h.shape == x.shape:
+                    h = h + x
+            x = h
+            if cfg.pool != "none":
+                readouts.append(x)
+        if cfg.pool == "none":
+            return x
+        if batch is None:
+            batch = torch.zeros(x.size(0), dtype=torch.long, device=x.device)
+        pool = global_add_pool if cfg.pool == "sum" else global_mean_pool
+        pooled = torch.cat([pool(r, batch) for r in readouts], dim=-1)  # (G, sum of widths)
+        return self.head(pooled)
+
+
+def build_model(cfg: ModelConfig) -> GNN:
+    return GNN(cfg)
