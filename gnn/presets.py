@@ -1,0 +1,54 @@
+"""Hyper-parameter presets per (dataset, architecture), as Python functions.
+
+Values follow the papers whose numbers we compare against: Kipf & Welling (GCN, Planetoid), Velickovic et al.
+(GAT, Planetoid), Shchur et al. 2018 (Amazon / Coauthor protocol), Xu et al. 2019 (GIN, TU datasets).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gnn.data.loaders import GraphData
+from gnn.models import ARCHS, ModelConfig
+from gnn.trainer import TrainConfig
+
+PLANETOID = ("cora", "citeseer")
+
+
+def model_and_train_config(graph: GraphData, arch: str) -> tuple[ModelConfig, TrainConfig]:
+    """The default configuration of ``arch`` on ``graph``."""
+    if arch not in ARCHS:
+        raise ValueError(f"unknown model {arch!r}; valid: {', '.join(ARCHS)}")
+    if graph.task == "topology":
+        raise ValueError(f"dataset {graph.name!r} has no node features ({graph.info.get('note', '')}); "
+                         f"it serves topology work (degree statistics, accelerator workloads), not training")
+    dims = {"in_dim": graph.num_features, "out_dim": graph.num_classes}
+    if graph.task == "graph":
+        if arch == "gin":
+            return (ModelConfig(arch="gin", hidden_dim=32, num_layers=4, dropout=0.5, norm="batch", pool="sum",
+                                **dims),
+                    TrainConfig(epochs=200, lr=0.01, weight_decay=0.0, batch_size=32))
+        if arch == "gcn":
+            return (ModelConfig(arch="gcn", hidden_dim=64, num_layers=3, dropout=0.5, norm="batch",
+                                pool="mean", **dims),
+                    TrainConfig(epochs=200, lr=0.01, weight_decay=0.0, batch_size=32))
+        raise ValueError(f"graph-level tasks support gin and gcn; got {arch!r}")
+    small = graph.name in PLANETOID
+    if arch == "gcn":
+        model = ModelConfig(arch="gcn", hidden_dim=16 if small else 64, dropout=0.5, **dims)
+        train = TrainConfig(epochs=200 if small else 300, lr=0.01, weight_decay=5e-4)
+    elif arch == "gat":
+        model = ModelConfig(arch="gat", hidden_dim=8, heads=8, out_heads=1, dropout=0.6, attn_dropout=0.6, **dims)
+        train = TrainConfig(epochs=500 if small else 300, lr=0.005, weight_decay=5e-4)
+    elif arch == "sage":
+        model = ModelConfig(arch="sage", hidden_dim=64, dropout=0.5, **dims)
+        train = TrainConfig(epochs=200 if small else 300, lr=0.01, weight_decay=5e-4)
+    else:  # gin on node tasks
+        model = ModelConfig(arch="gin", hidden_dim=64, dropout=0.5, **dims)
+        train = TrainConfig(epochs=200 if small else 300, lr=0.01, weight_decay=5e-4)
+    return model, train
+
+
+def with_overrides(cfg, **overrides):
+    """``dataclasses.replace`` that ignores ``None`` values (unset command-line options)."""
+    return replace(cfg, **{k: v for k, v in overrides.items() if v is not None})

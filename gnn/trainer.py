@@ -1,0 +1,272 @@
+"""Training and evaluation with validation-only model selection, run directories and resumable checkpoints.
+
+Model selection: the epoch with the best validation accuracy, ties broken by the lower validation loss.
+Test accuracy is read at that epoch only. The maximum test accuracy over epochs is also recorded, clearly
+named, because the A2Q code reports it; it is never the headline.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from tqdm.auto import tqdm
+
+from gnn.data.loaders import GraphData
+from gnn.data.splits import Split
+
+QUANT_METHODS = ("none", "a2q", "degree-aware", "dq-int8", "dq-int4")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    """Optimisation settings of one run (per seed or fold).
+
+    Attributes:
+        epochs: number of epochs.
+        lr, weight_decay: Adam settings of the model parameters.
+        patience: stop after this many epochs without a better validation result (0: never).
+        batch_size: graphs per mini-batch (graph tasks).
+        quant: quantization method applied with ``quant.quantize_`` before training (``"none"``: FP32).
+        target_bits: average feature bits the quantization's memory penalty aims at.
+        checkpoint_every: save a resumable checkpoint every this many epochs.
+        device: ``"cpu"`` or ``"cuda"``.
+    """
+
+    epochs: int = 200
+    lr: float = 0.01
+    weight_decay: float = 5e-4
+    patience: int = 0
+    batch_size: int = 32
+    quant: str = "none"
+    target_bits: float = 4.0
+    checkpoint_every: int = 50
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        if self.epochs < 1 or self.batch_size < 1 or self.patience < 0 or self.checkpoint_every < 1:
+            raise ValueError("TrainConfig: epochs, batch_size, checkpoint_every must be >= 1 and patience >= 0")
+        if self.lr <= 0 or self.weight_decay < 0:
+            raise ValueError(f"TrainConfig: lr={self.lr} must be > 0 and weight_decay >= 0")
+        if self.quant not in QUANT_METHODS:
+            raise ValueError(f"TrainConfig: unknown quant {self.quant!r}; valid: {', '.join(QUANT_METHODS)}")
+        if self.device not in ("cpu", "cuda"):
+            raise ValueError(f"TrainConfig: device {self.device!r}; use cpu or cuda")
+        if self.device == "cuda" and not torch.cuda.is_available():
+            raise ValueError("TrainConfig: --device cuda requested but no CUDA device is available; use cpu")
+
+
+@dataclass
+class EpochMetrics:
+    epoch: int
+    train_loss: float
+    val_loss: float
+    val_acc: float
+    test_acc: float
+    seconds: float
+
+
+@dataclass
+class SeedResult:
+    """Outcome of one seed (node tasks) or one fold (graph tasks)."""
+
+    seed: int
+    fold: int
+    best_epoch: int
+    val_acc: float
+    val_loss: float
+    test_acc: float  # at the validation-selected epoch: the headline
+    max_test_acc_over_epochs: float  # A2Q-code-style number, never the headline
+    ms_per_epoch: float  # mean training-step time (forward + backward + update), milliseconds
+    quant_summary: dict = field(default_factory=dict)
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % (2**32))
+    torch.manual_seed(seed)
+
+
+def _is_better(val_acc: float, val_loss: float, best_acc: float, best_loss: float) -> bool:
+    return val_acc > best_acc or (val_acc == best_acc and val_loss < best_loss)
+
+
+class _Task:
+    """The task-specific parts of an epoch: node-level full batch, or graph-level mini-batches."""
+
+    def __init__(self, graph: GraphData, split: Split, cfg: TrainConfig, seed: int) -> None:
+        self.graph, self.split, self.cfg = graph, split, cfg
+        self.device = torch.device(cfg.device)
+        if graph.task == "node":
+            self.data = graph.data.to(self.device)
+            self.idx = {k: getattr(split, k).to(self.device) for k in ("train", "val", "test")}
+        else:
+            from torch_geometric.loader import DataLoader
+
+            gen = torch.Generator().manual_seed(seed)
+            ds = graph.graphs
+            self.loaders = {
+                "train": DataLoader(ds[split.train], batch_size=cfg.batch_size, shuffle=True, generator=gen),
+                "val": DataLoader(ds[split.val], batch_size=256),
+                "test": DataLoader(ds[split.test], batch_size=256),
+            }
+
+    def train_step(self, model: nn.Module, opt: torch.optim.Optimizer, penalty) -> float:
+        model.train()
+        if self.graph.task == "node":
+            opt.zero_grad()
+            out = model(self.data.x, self.data.edge_index)
+            loss = F.cross_entropy(out[self.idx["train"]], self.data.y[self.idx["train"]])
+            (loss + penalty(model)).backward()
+            opt.step()
+            return loss.item()
+        total, count = 0.0, 0
+        for batch in self.loaders["train"]:
+            batch = batch.to(self.device)
+            opt.zero_grad()
+            out = model(batch.x, batch.edge_index, batch.batch)
+            loss = F.cross_entropy(out, batch.y)
+            (loss + penalty(model)).backward()
+            opt.step()
+            total += loss.item() * batch.num_graphs
+            count += batch.num_graphs
+        return total / count
+
+    @torch.no_grad()
+    def evaluate(self, model: nn.Module) -> dict[str, tuple[float, float]]:
+        """(loss, accuracy) on val and test."""
+        model.eval()
+        result = {}
+        if self.graph.task == "node":
+            out = model(self.data.x, self.data.edge_index)
+            for k in ("val", "test"):
+                idx = self.idx[k]
+                y = self.data.y[idx]
+                loss = float(F.cross_entropy(out[idx], y))
+                result[k] = (loss, float((out[idx].argmax(-1) == y).float().mean()))
+            return result
+        for k in ("val", "test"):
+            loss_sum, correct, n = 0.0, 0, 0
+            for batch in self.loaders[k]:
+                batch = batch.to(self.device)
+                out = model(batch.x, batch.edge_index, batch.batch)
+                loss_sum += float(F.cross_entropy(out, batch.y, reduction="sum"))
+                correct += int((out.argmax(-1) == batch.y).sum())
+                n += batch.num_graphs
+            result[k] = (loss_sum / n, correct / n)
+        return result
+
+
+def _make_optimizer(model: nn.Module, cfg: TrainConfig) -> tuple[torch.optim.Optimizer, callable]:
+    """Adam over the model parameters, plus the quantizer groups and penalty when quantized."""
+    if cfg.quant == "none":
+        return torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay), _zero_penalty
+    from quant.api import quant_param_groups, quant_penalty
+
+    qgroups = quant_param_groups(model, model._quant_config, cfg.lr)
+    qids = {id(p) for g in qgroups for p in g["params"]}
+    base = [p for p in model.parameters() if id(p) not in qids]
+    groups = [{"params": base, "lr": cfg.lr, "weight_decay": cfg.weight_decay}] + qgroups
+    return torch.optim.Adam(groups), quant_penalty
+
+
+def _zero_penalty(model: nn.Module) -> Tensor | float:
+    return 0.0
+
+
+def apply_quantization(model: nn.Module, graph: GraphData, cfg: TrainConfig) -> nn.Module:
+    """Quantize a built FP32 model in place with ``quant.quantize_`` (no-op for ``quant="none"``)."""
+    if cfg.quant == "none":
+        return model
+    from quant.api import QuantConfig, quantize_
+
+    qcfg = QuantConfig(method=cfg.quant, target_bits=cfg.target_bits)
+    quantize_(model, qcfg, graph.data if graph.task == "node" else None)
+    model._quant_config = qcfg
+    return model
+
+
+def train_one(model: nn.Module, graph: GraphData, split: Split, cfg: TrainConfig, *, seed: int, fold: int = 0,
+              run_dir: Path | None = None, resume: bool = False, progress: bool = True) -> SeedResult:
+    """Train ``model`` on one split and return the validation-selected result.
+
+    With ``run_dir``, writes ``metrics.jsonl`` (one line per epoch), ``best.pt`` (selected weights),
+    ``last.pt`` (resumable state every ``cfg.checkpoint_every`` epochs) and ``result.json``.
+    """
+    device = torch.device(cfg.device)
+    model = apply_quantization(model.to(device), graph, cfg)
+    task = _Task(graph, split, cfg, seed)
+    opt, penalty = _make_optimizer(model, cfg)
+    best = {"acc": -1.0, "loss": math.inf, "epoch": -1, "test": 0.0, "state": None}
+    max_test, step_seconds, start_epoch = 0.0, [], 1
+    last_path = run_dir / "last.pt" if run_dir else None
+    if run_dir:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    if resume and last_path and last_path.exists():
+        ck = torch.load(last_path, weights_only=False)
+        model.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["optimizer"])
+        best, max_test, step_seconds = ck["best"], ck["max_test"], ck["step_seconds"]
+        start_epoch = ck["epoch"] + 1
+        torch.set_rng_state(ck["rng"])
+    bar = tqdm(range(start_epoch, cfg.epochs + 1), disable=not progress, leave=False,
+               desc=f"{graph.name} seed {seed} fold {fold}")
+    for epoch in bar:
+        t0 = time.perf_counter()
+        train_loss = task.train_step(model, opt, penalty)
+        step_seconds.append(time.perf_counter() - t0)
+        ev = task.evaluate(model)
+        (val_loss, val_acc), (_, test_acc) = ev["val"], ev["test"]
+        max_test = max(max_test, test_acc)
+        if _is_better(val_acc, val_loss, best["acc"], best["loss"]):
+            best = {"acc": val_acc, "loss": val_loss, "epoch": epoch, "test": test_acc,
+                    "state": copy.deepcopy(model.state_dict())}
+            if run_dir:
+                torch.save(best["state"], run_dir / "best.pt")
+        if run_dir:
+            m = EpochMetrics(epoch, train_loss, val_loss, val_acc, test_acc, step_seconds[-1])
+            with open(run_dir / "metrics.jsonl", "a") as f:
+                f.write(json.dumps(asdict(m)) + "\n")
+            if epoch % cfg.checkpoint_every == 0 or epoch == cfg.epochs:
+                torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "best": best,
+                            "max_test": max_test, "step_seconds": step_seconds, "epoch": epoch,
+                            "rng": torch.get_rng_state()}, last_path)
+        bar.set_postfix(val=f"{val_acc:.3f}", best=f"{best['acc']:.3f}")
+        if cfg.patience and epoch - best["epoch"] >= cfg.patience:
+            break
+    if best["state"] is not None:
+        model.load_state_dict(best["state"])
+    summary = {}
+    if cfg.quant != "none":
+        from quant.api import quant_summary
+
+        summary = quant_summary(model)
+    result = SeedResult(seed=seed, fold=fold, best_epoch=best["epoch"], val_acc=best["acc"],
+                        val_loss=best["loss"], test_acc=best["test"], max_test_acc_over_epochs=max_test,
+                        ms_per_epoch=1000.0 * float(np.mean(step_seconds)), quant_summary=summary)
+    if run_dir:
+        (run_dir / "result.json").write_text(json.dumps(asdict(result), indent=2))
+    return result
+
+
+def summarize(results: list[SeedResult]) -> dict:
+    """Mean and sample standard deviation (in percent) over seeds or folds."""
+    def stats(values: list[float]) -> dict:
+        a = np.asarray(values, dtype=np.float64) * 100.0
+        return {"mean": float(a.mean()), "std": float(a.std(ddof=1)) if a.size > 1 else 0.0, "n": int(a.size)}
+
+    return {
+        "test_acc": stats([r.test_acc for r in results]),
+        "val_acc": stats([r.val_acc for r in results]),
+        "max_test_acc_over_epochs": stats([r.max_test_acc_over_epochs for r in results]),
+        "ms_per_epoch": float(np.mean([r.ms_per_epoch for r in results])),
+    }
