@@ -1,0 +1,83 @@
+"""Registry completeness, checksum verification, data-root resolution and error messages."""
+
+import shutil
+
+import pytest
+
+from gnn.data import registry
+from gnn.data.loaders import load_dataset
+from gnn.data.registry import ChecksumError, DataError, ensure_raw, get_entry, load_registry
+
+EXPECTED = {"cora", "citeseer", "pubmed", "amazon-computers", "coauthor-cs", "mutag", "proteins", "cornell5"}
+
+
+def test_registry_is_complete():
+    reg = load_registry()
+    assert set(reg) == EXPECTED
+    for key, e in reg.items():
+        assert e.loader and e.urls and e.license and e.split, key
+        assert e.urls[0].startswith("https://"), key
+        assert e.download in ("per_file", "zip", "single"), key
+        assert e.files, key
+        for fname, digest in e.files.items():
+            assert len(digest) == 64 and int(digest, 16) >= 0, (key, fname)
+        assert {"num_nodes", "num_edges", "num_features", "num_classes"} <= set(e.counts), key
+
+
+def test_unknown_name_lists_valid_ones():
+    with pytest.raises(DataError) as e:
+        get_entry("coraa")
+    for name in ("cora", "citeseer", "mutag"):
+        assert name in str(e.value)
+
+
+def test_checksum_mismatch_names_file_and_hashes(tmp_path, monkeypatch):
+    monkeypatch.setenv("GNN_CACHE_DIR", str(tmp_path / "cache"))
+    ensure_raw("mutag")  # copies verified raw files into the temporary cache
+    entry = get_entry("mutag")
+    victim = tmp_path / "cache" / entry.raw_dir / "MUTAG_A.txt"
+    victim.write_bytes(victim.read_bytes() + b"1, 2\n")
+    with pytest.raises(ChecksumError) as e:
+        ensure_raw("mutag")
+    msg = str(e.value)
+    assert "MUTAG_A.txt" in msg and entry.files["MUTAG_A.txt"] in msg
+    assert registry.sha256_file(victim) in msg
+
+
+def test_corrupted_data_root_is_rejected_and_not_copied(tmp_path, monkeypatch):
+    monkeypatch.setenv("GNN_CACHE_DIR", str(tmp_path / "cache"))
+    entry = get_entry("mutag")
+    root = tmp_path / "root"
+    src = next(r for _, r in registry.candidate_roots() if (r / entry.raw_dir).is_dir())
+    shutil.copytree(src / entry.raw_dir, root / entry.raw_dir)
+    (root / entry.raw_dir / "MUTAG_graph_labels.txt").write_text("1\n")
+    monkeypatch.setattr(registry, "MIRROR_PATH", tmp_path / "no-mirror")
+    with pytest.raises(ChecksumError, match="MUTAG_graph_labels.txt"):
+        ensure_raw("mutag", data_root=root)
+    assert not (tmp_path / "cache" / entry.raw_dir / "MUTAG_graph_labels.txt").exists()
+
+
+def test_missing_data_offline_says_where_it_looked(tmp_path, monkeypatch):
+    monkeypatch.setenv("GNN_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(registry, "MIRROR_PATH", tmp_path / "no-mirror")
+
+    def no_network(entry, dest):
+        raise DataError("network unreachable (test)")
+
+    monkeypatch.setattr(registry, "_download", no_network)
+    with pytest.raises(DataError) as e:
+        ensure_raw("cora", data_root=tmp_path / "empty")
+    msg = str(e.value)
+    assert str(tmp_path / "empty") in msg and "--data-root" in msg and "GNN_DATA_ROOT" in msg
+    assert "kimiyoung/planetoid" in msg
+
+
+def test_mirror_is_never_written(tmp_path, monkeypatch):
+    monkeypatch.setenv("GNN_CACHE_DIR", str(tmp_path / "cache"))
+    roots = registry.candidate_roots()
+    assert roots, "no data root: the mirror ../shared/datasets or GNN_DATA_ROOT is needed for the tests"
+    before = {p: p.stat().st_mtime_ns for _, r in roots for p in r.rglob("*") if p.is_file()}
+    load_dataset("mutag")
+    after = {p: p.stat().st_mtime_ns for p in before}
+    assert before == after
+    assert not any(p.name == "processed" for _, r in roots for p in r.rglob("processed"))
