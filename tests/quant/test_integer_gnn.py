@@ -1,0 +1,131 @@
+"""Integer GCN vs its float64 fake-quant reference, and the reference vs the project's PyG GCNConv."""
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from gnn.conv import GCNConv
+from gnn.ops import gcn_norm
+from quant.integer_gnn import (
+    QuantizedGCN, QuantizedGCNLayer, fake_quant, gcn_forward_int, gcn_forward_reference, gcn_graph, gcn_layer_int,
+    gcn_layer_reference,
+)
+
+N, F0, F1, F2 = 40, 12, 8, 3
+
+
+def random_graph(rng, n=N, e=100):
+    ei = rng.integers(0, n, size=(2, e))
+    return np.concatenate([ei, ei[::-1]], axis=1)  # symmetric, may contain self loops and duplicates
+
+
+def steps(rng, shape, lo, hi, pow2):
+    return 2.0 ** (rng.integers(lo, hi, shape) if pow2 else rng.uniform(lo, hi, shape))
+
+
+def make_model(rng, pow2, agg=False, psum_bits=32, frac_bits=10):
+    x_bits = rng.integers(2, 9, N)
+    qmax = (1 << (x_bits - 1)) - 1
+    x = rng.integers(-qmax[:, None], qmax[:, None] + 1, (N, F0)).astype(np.int8)
+    l1 = QuantizedGCNLayer(
+        x_steps=steps(rng, N, -4, -1, pow2), x_bits=x_bits, w_codes=rng.integers(-7, 8, (F1, F0)).astype(np.int8),
+        w_steps=steps(rng, F1, -5, -2, pow2), xw_steps=steps(rng, N, -4, -1, pow2), xw_bits=np.full(N, 4),
+        agg_steps=steps(rng, N, -4, -1, pow2) if agg else None, agg_bits=np.full(N, 6) if agg else None,
+        bias=rng.normal(0, 0.1, F1), out_steps=steps(rng, N, -5, -2, pow2), out_bits=rng.integers(3, 7, N),
+        psum_bits=psum_bits, frac_bits=frac_bits)
+    l2 = QuantizedGCNLayer(
+        x_steps=l1.out_steps, x_bits=l1.out_bits, w_codes=rng.integers(-7, 8, (F2, F1)).astype(np.int8),
+        w_steps=steps(rng, F2, -5, -2, pow2), xw_steps=steps(rng, N, -4, -1, pow2), xw_bits=np.full(N, 4),
+        bias=rng.normal(0, 0.1, F2), relu=False, psum_bits=psum_bits, frac_bits=frac_bits)
+    return QuantizedGCN(x_codes=x, layers=(l1, l2))
+
+
+def test_gcn_graph_matches_gnn_ops_gcn_norm():
+    rng = np.random.default_rng(0)
+    ei = random_graph(rng)
+    indptr, indices, weight = gcn_graph(ei, N)
+    ref_ei, ref_w = gcn_norm(torch.as_tensor(ei), N, dtype=torch.float64)
+    dst = np.repeat(np.arange(N), np.diff(indptr))
+    ours = sorted(zip(indices.tolist(), dst.tolist(), weight.tolist(), strict=True))
+    theirs = sorted(zip(*ref_ei.tolist(), ref_w.tolist(), strict=True))
+    assert len(ours) == len(theirs)
+    for a, b in zip(ours, theirs, strict=True):
+        assert a[:2] == b[:2] and a[2] == pytest.approx(b[2], rel=1e-12)
+
+
+@pytest.mark.parametrize("agg", [False, True])
+@pytest.mark.parametrize("seed", range(3))
+def test_integer_path_exact_with_power_of_two_scales(seed, agg):
+    rng = np.random.default_rng(seed)
+    model, ei = make_model(rng, pow2=True, agg=agg), random_graph(rng)
+    outs_i, logits_i = gcn_forward_int(model, ei)
+    outs_r, logits_r = gcn_forward_reference(model, ei, exact_constants=False)
+    assert np.array_equal(outs_i[0], outs_r[0])
+    assert np.count_nonzero(outs_i[0]) > N  # non-trivial codes
+    assert np.array_equal(logits_i, logits_r)  # dyadic values: float64 is exact here
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_integer_path_within_one_step_of_exact_reference(seed):
+    rng = np.random.default_rng(10 + seed)
+    model, ei = make_model(rng, pow2=False), random_graph(rng)
+    outs_i, logits_i = gcn_forward_int(model, ei)
+    outs_r, logits_r = gcn_forward_reference(model, ei, exact_constants=True)
+    assert np.abs(outs_i[0] - outs_r[0]).max() <= 1  # hidden codes: within one quantization step
+    diff = np.abs(outs_i[0] - outs_r[0])
+    assert diff.mean() < 0.05
+    # logits: within one XW step of the output layer per element, on the identical hidden codes
+    same = np.all(outs_i[0] == outs_r[0], axis=1)
+    tol = model.layers[1].xw_steps.max()
+    assert np.abs(logits_i - logits_r)[same].max() <= tol
+
+
+def test_reference_matches_pyg_gcnconv():
+    """Layer reference (exact constants, no requant at the output) == GCNConv with fake-quant hooks."""
+    rng = np.random.default_rng(5)
+    ei = random_graph(rng)
+    lay = make_model(rng, pow2=False).layers[0]
+    lay_last = QuantizedGCNLayer(**{**lay.__dict__, "out_steps": None, "out_bits": None, "relu": False})
+    x_codes = make_model(rng, pow2=False).x_codes
+    x_codes = np.clip(x_codes, -((1 << (lay.x_bits - 1)) - 1)[:, None], ((1 << (lay.x_bits - 1)) - 1)[:, None])
+    ref, _ = gcn_layer_reference(lay_last, x_codes, gcn_graph(ei, N), exact_constants=True)
+
+    class NodeFakeQuant(nn.Module):
+        def forward(self, v):
+            return torch.as_tensor(fake_quant(v.detach().numpy(), lay.xw_steps[:, None], lay.xw_bits[:, None])
+                                   * lay.xw_steps[:, None])
+
+    conv = GCNConv(F0, F1).double()
+    with torch.no_grad():
+        conv.lin.weight.copy_(torch.as_tensor(lay.w_codes * lay.w_steps[:, None]))
+        conv.bias.copy_(torch.as_tensor(lay.bias))
+    conv.q_xw = NodeFakeQuant()
+    out = conv(torch.as_tensor(x_codes * lay.x_steps[:, None]), torch.as_tensor(ei)).detach().numpy()
+    np.testing.assert_allclose(ref, out, rtol=1e-10, atol=1e-12)
+
+
+def test_psum_saturation_policy():
+    rng = np.random.default_rng(7)
+    model, ei = make_model(rng, pow2=True, psum_bits=8, frac_bits=10), random_graph(rng)
+    graph = gcn_graph(ei, N)
+    lay = model.layers[0]
+    with pytest.raises(OverflowError, match="8-bit"):
+        gcn_layer_int(lay, model.x_codes, graph, on_overflow="raise")
+    sat, _ = gcn_layer_int(lay, model.x_codes, graph)
+    wide, _ = gcn_layer_int(QuantizedGCNLayer(**{**lay.__dict__, "psum_bits": 32}), model.x_codes, graph)
+    assert not np.array_equal(sat, wide)  # saturation changed some codes
+
+
+def test_layer_validation():
+    rng = np.random.default_rng(8)
+    lay = make_model(rng, pow2=True).layers[0]
+    with pytest.raises(ValueError, match="xw_steps has shape"):
+        QuantizedGCNLayer(**{**lay.__dict__, "xw_steps": np.ones(3)})
+    with pytest.raises(ValueError, match="> 0"):
+        QuantizedGCNLayer(**{**lay.__dict__, "w_steps": -lay.w_steps})
+    with pytest.raises(ValueError, match="4-bit"):
+        QuantizedGCNLayer(**{**lay.__dict__, "w_codes": np.full_like(lay.w_codes, 8)})
+    with pytest.raises(ValueError, match="out_steps"):
+        QuantizedGCN(x_codes=np.zeros((N, F0), np.int8), layers=(QuantizedGCNLayer(
+            **{**lay.__dict__, "out_steps": None, "out_bits": None}), lay))
