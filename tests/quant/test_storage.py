@@ -1,0 +1,58 @@
+"""Byte accounting equals hand-computed formulas on tiny inputs."""
+
+import numpy as np
+import pytest
+
+from quant.storage import csr_arrays, index_dtype, measure_storage
+
+
+def test_index_dtype_smallest_fit():
+    assert index_dtype(0) == np.uint8 and index_dtype(255) == np.uint8
+    assert index_dtype(256) == np.uint16 and index_dtype(65535) == np.uint16
+    assert index_dtype(65536) == np.uint32 and index_dtype(2**32) == np.uint64
+
+
+def test_csr_arrays_values_and_widths():
+    ei = np.array([[0, 2, 1, 0], [1, 1, 2, 0]])  # dst-major: row0 {0}, row1 {0, 2}, row2 {1}
+    indptr, indices = csr_arrays(ei, 3)
+    assert indptr.tolist() == [0, 1, 3, 4] and indices.tolist() == [0, 0, 2, 1]
+    assert indptr.dtype == np.uint8 and indices.dtype == np.uint8
+    big_indptr, big_indices = csr_arrays(np.array([[299], [0]]), 300)
+    assert big_indices.dtype == np.uint16 and big_indptr.dtype == np.uint8
+
+
+def test_measure_storage_hand_computed():
+    # 5 nodes x 3 features; bits 2, 0, 1, 3, 8
+    codes = np.zeros((5, 3), np.int8)
+    codes[0] = [1, -1, 0]
+    codes[3] = [3, -3, 2]
+    codes[4] = [100, -127, 5]
+    bits = np.array([2, 0, 1, 3, 8])
+    ei = np.array([[0, 1, 2, 3, 4], [1, 2, 3, 4, 0]])
+    w = np.ones((2, 3), np.int8)
+    r = measure_storage(codes=codes, bits=bits, edge_index=ei, w_codes=w, w_bits=4, step_dtype=np.float16)
+    # features: 2-bit group 1 node * 3 * 2 = 6 bits -> 1 B; 3-bit 9 bits -> 2 B; 8-bit 24 bits -> 3 B
+    assert r.feature_bytes == 1 + 2 + 3
+    assert r.bits_table_bytes == 3  # ceil(5 / 2) nibbles
+    assert r.group_table_bytes == 10 * 4
+    assert r.feature_step_bytes == 5 * 2
+    assert r.weight_bytes == 3  # 6 codes * 4 bits
+    assert r.weight_step_bytes == 2 * 2
+    assert r.adjacency_bytes == 6 * 1 + 5 * 1  # uint8 indptr (N+1) + uint8 indices (E)
+    assert r.fp32_feature_bytes == 60 and r.fp32_weight_bytes == 24
+    assert r.avg_bits == pytest.approx(14 / 5)
+    assert r.features_only_ratio == pytest.approx(32 / 2.8)
+    assert r.measured_features_ratio == pytest.approx(10.0)
+    total = 6 + 3 + (3 + 40 + 10 + 4) + 11
+    assert r.total_bytes == total and r.all_in_ratio == pytest.approx((60 + 24 + 11) / total)
+    d = r.to_dict()
+    assert d["metadata_bytes"] == 57 and d["total_bytes"] == total
+
+
+def test_measure_storage_float32_steps_no_weights():
+    codes = np.zeros((4, 8), np.int8)
+    r = measure_storage(codes=codes, bits=np.full(4, 4), edge_index=np.zeros((2, 0), np.int64),
+                        step_dtype=np.float32)
+    assert r.feature_bytes == 4 * 8 * 4 // 8 and r.feature_step_bytes == 16
+    assert r.weight_bytes == 0 and r.adjacency_bytes == 5  # indptr only, uint8
+    assert r.measured_features_ratio == pytest.approx(8.0) == r.features_only_ratio
