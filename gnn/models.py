@@ -82,6 +82,18 @@ def make_conv(cfg: ModelConfig, in_dim: int, out_dim: int, is_last: bool) -> nn.
     return GATConv(in_dim, out_dim // cfg.heads, heads=cfg.heads, dropout=cfg.attn_dropout)
 
 
+def dropout(x: Tensor, p: float, training: bool) -> Tensor:
+    """Dropout that also takes sparse COO input (dropping stored values is dense dropout: zeros stay zero)."""
+    if x.is_sparse:
+        x = x.coalesce()
+        return torch.sparse_coo_tensor(x.indices(), F.dropout(x.values(), p, training), x.shape)
+    return F.dropout(x, p=p, training=training)
+
+
+# Layers that transform node features before any aggregation accept sparse input features.
+SPARSE_INPUT_ARCHS = ("gcn", "gat")
+
+
 def _norm(kind: str, dim: int) -> nn.Module:
     return {"none": nn.Identity, "batch": nn.BatchNorm1d, "layer": nn.LayerNorm}[kind](dim)
 
@@ -128,7 +140,7 @@ class GNN(nn.Module):
         readouts = []
         for i, (conv, norm) in enumerate(zip(self.convs, self.norms, strict=True)):
             is_last = i == cfg.num_layers - 1
-            h = conv(F.dropout(x, p=cfg.dropout, training=self.training), edge_index)
+            h = conv(dropout(x, cfg.dropout, self.training), edge_index)
             if not (is_last and cfg.pool == "none"):
                 h = self._activation(norm(h))
                 if cfg.residual and h.shape == x.shape:

@@ -40,3 +40,17 @@ def test_invalid_config_is_rejected_with_message(bad):
     kwargs = dict(arch="gcn", in_dim=3, out_dim=2) | bad
     with pytest.raises(ValueError, match="ModelConfig"):
         ModelConfig(**kwargs)
+
+
+@pytest.mark.parametrize("arch", ["gcn", "gat"])
+def test_sparse_input_equals_dense(arch):
+    g = torch.Generator().manual_seed(0)
+    x = (torch.rand(20, 30, generator=g) < 0.1).float()
+    ei = torch.randint(0, 20, (2, 60), generator=g)
+    m = build_model(ModelConfig(arch=arch, in_dim=30, out_dim=3, hidden_dim=4, heads=2)).eval()
+    dense = m(x, ei)
+    gd = torch.autograd.grad(dense.square().sum(), m.convs[0].lin.weight)[0]
+    sparse = m(x.to_sparse(), ei)
+    gs = torch.autograd.grad(sparse.square().sum(), m.convs[0].lin.weight)[0]
+    torch.testing.assert_close(sparse, dense, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(gs, gd, atol=1e-6, rtol=1e-5)

@@ -1,0 +1,98 @@
+"""Training-step time of our GCN and GAT against the same architecture built from PyG's own layers.
+
+    python benchmarks/train_speed.py [--repeats 5] [--steps 10]
+
+Same run, same inputs, same optimiser; ours and PyG's alternate repeat by repeat so that machine noise hits
+both alike; the median over repeats is reported, and the ratio ours / PyG (target <= 1.1).
+Writes benchmarks/results/train_speed.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+import torch_geometric.nn as pygnn  # noqa: E402
+from _common import machine, save_results  # noqa: E402
+
+from gnn.data.loaders import load_dataset  # noqa: E402
+from gnn.models import build_model, dropout  # noqa: E402
+from gnn.presets import model_and_train_config  # noqa: E402
+from gnn.trainer import wants_sparse_input  # noqa: E402
+
+
+class PygTwoLayer(torch.nn.Module):
+    """Our two-layer node model (dropout -> conv -> act -> dropout -> conv) built from PyG's layers."""
+
+    def __init__(self, cfg) -> None:
+        super().__init__()
+        self.cfg = cfg
+        if cfg.arch == "gcn":
+            self.c1 = pygnn.GCNConv(cfg.in_dim, cfg.hidden_dim, cached=True)
+            self.c2 = pygnn.GCNConv(cfg.hidden_dim, cfg.out_dim, cached=True)
+        else:
+            self.c1 = pygnn.GATConv(cfg.in_dim, cfg.hidden_dim, heads=cfg.heads, dropout=cfg.attn_dropout)
+            self.c2 = pygnn.GATConv(cfg.hidden_dim * cfg.heads, cfg.out_dim, heads=cfg.out_heads, concat=False,
+                                    dropout=cfg.attn_dropout)
+
+    def forward(self, x, edge_index):
+        act = F.elu if self.cfg.arch == "gat" else F.relu
+        h = act(self.c1(dropout(x, self.cfg.dropout, self.training), edge_index))
+        return self.c2(F.dropout(h, self.cfg.dropout, self.training), edge_index)
+
+
+def time_steps(model, x, edge_index, y, train_idx, steps: int) -> float:
+    """Mean milliseconds of one training step (forward, loss, backward, Adam update)."""
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    model.train()
+    for _ in range(2):  # warm-up (caches, allocator)
+        opt.zero_grad()
+        F.cross_entropy(model(x, edge_index)[train_idx], y[train_idx]).backward()
+        opt.step()
+    t = time.perf_counter()
+    for _ in range(steps):
+        opt.zero_grad()
+        F.cross_entropy(model(x, edge_index)[train_idx], y[train_idx]).backward()
+        opt.step()
+    return 1000.0 * (time.perf_counter() - t) / steps
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--datasets", default="cora,coauthor-cs")
+    args = p.parse_args()
+    out = {"machine": machine(), "repeats": args.repeats, "steps": args.steps, "cases": {}}
+    for name in args.datasets.split(","):
+        graph = load_dataset(name)
+        d = graph.data
+        for arch in ("gcn", "gat"):
+            cfg, _ = model_and_train_config(graph, arch)
+            torch.manual_seed(0)
+            ours = build_model(cfg)
+            theirs = PygTwoLayer(cfg)
+            x = d.x.to_sparse() if wants_sparse_input(ours, graph) else d.x
+            idx = graph.splits[0].train
+            ms_ours, ms_pyg = [], []
+            for _ in range(args.repeats):
+                ms_ours.append(time_steps(ours, x, d.edge_index, d.y, idx, args.steps))
+                ms_pyg.append(time_steps(theirs, x, d.edge_index, d.y, idx, args.steps))
+            case = {"ours_ms": statistics.median(ms_ours), "pyg_ms": statistics.median(ms_pyg),
+                    "ours_all_ms": ms_ours, "pyg_all_ms": ms_pyg, "sparse_input": x.is_sparse}
+            case["ratio"] = case["ours_ms"] / case["pyg_ms"]
+            out["cases"][f"{name}:{arch}"] = case
+            print(f"{name:<14}{arch:<5} ours {case['ours_ms']:9.2f} ms  pyg {case['pyg_ms']:9.2f} ms  "
+                  f"ratio {case['ratio']:.3f}", flush=True)
+    print(f"written to {save_results('train_speed', out)}")
+
+
+if __name__ == "__main__":
+    main()
