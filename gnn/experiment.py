@@ -49,7 +49,8 @@ def run_experiment(graph: GraphData, model_cfg: ModelConfig, train_cfg: TrainCon
 
 def format_table(rows: list[dict]) -> str:
     """A readable table of experiment outputs (one row each)."""
-    header = f"{'dataset':<18}{'model':<7}{'quant':<14}{'runs':>5}  {'test acc (%)':>16}  {'val acc (%)':>14}  {'ms/epoch':>9}"
+    header = (f"{'dataset':<18}{'model':<7}{'quant':<14}{'runs':>5}  {'test acc (%)':>16}  "
+              f"{'val acc (%)':>14}  {'ms/epoch':>9}")
     lines = [header, "-" * len(header)]
     for r in rows:
         s = r["summary"]

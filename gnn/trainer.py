@@ -92,7 +92,7 @@ class SeedResult:
 
 def seed_everything(seed: int) -> None:
     random.seed(seed)
-    np.random.seed(seed % (2**32))
+    np.random.seed(seed % (2**32))  # noqa: NPY002 (seeds libraries that use the legacy global RNG)
     torch.manual_seed(seed)
 
 
