@@ -74,9 +74,13 @@ def _check_inputs(codes: np.ndarray, bits: np.ndarray) -> None:
         raise ValueError(f"pack_rows: bits must have shape ({codes.shape[0]},) = (N,), got {bits.shape}")
     if bits.size and (bits.min() < 0 or bits.max() > MAX_BITS):
         raise ValueError(f"pack_rows: bitwidths must lie in 0..{MAX_BITS}, got [{bits.min()}, {bits.max()}]")
-    # |q| <= 2^(b-1) - 1 per row; rows with b <= 1 must be all zero.
+    # |q| <= 2^(b-1) - 1 per row; rows with b <= 1 must be all zero. Two int8 reductions, no widening copy.
     qmax = np.where(bits >= 1, (1 << np.maximum(bits.astype(np.int64) - 1, 0)) - 1, 0)  # (N,)
-    row_absmax = np.abs(codes.astype(np.int16)).max(axis=1) if codes.shape[1] else np.zeros(len(bits), np.int16)
+    if codes.shape[1] == 0:
+        return
+    row_max = codes.max(axis=1).astype(np.int64)
+    row_min = codes.min(axis=1).astype(np.int64)
+    row_absmax = np.maximum(row_max, -row_min)  # (N,)
     bad = np.flatnonzero(row_absmax > qmax)
     if bad.size:
         i = int(bad[0])
@@ -85,6 +89,30 @@ def _check_inputs(codes: np.ndarray, bits: np.ndarray) -> None:
             f"{int(bits[i])}-bit range [-{int(qmax[i])}, {int(qmax[i])}] ({bad.size} such nodes); "
             "clamp the codes or raise the bitwidth"
         )
+
+
+CHUNK_WORDS = 1 << 15  # 256 KiB of uint64 per pass: keeps the 8 shift/mask passes in cache
+
+
+def _move_fields(src: np.ndarray, width: int, down: bool) -> np.ndarray:
+    """Move 8 ``width``-bit fields per uint64 between byte slots (bit 8k) and packed slots (bit k*width).
+
+    ``down=True`` packs (byte slot -> packed slot), ``down=False`` spreads. In-place ufuncs on cache-sized chunks.
+    Shapes: src (W,) uint64 -> (W,) uint64.
+    """
+    mask = np.uint64((1 << width) - 1)
+    out = np.empty_like(src)
+    tmp = np.empty(min(CHUNK_WORDS, src.shape[0]), dtype=np.uint64)
+    for lo in range(0, src.shape[0], CHUNK_WORDS):
+        s, o = src[lo : lo + CHUNK_WORDS], out[lo : lo + CHUNK_WORDS]
+        t = tmp[: s.shape[0]]
+        np.bitwise_and(s, mask, out=o)
+        for k in range(1, 8):
+            dist = np.uint64(k * (8 - width))
+            (np.right_shift if down else np.left_shift)(s, dist, out=t)
+            np.bitwise_and(t, mask << np.uint64(k * width if down else 8 * k), out=t)
+            np.bitwise_or(o, t, out=o)
+    return out
 
 
 def pack_codes(values: np.ndarray, width: int) -> np.ndarray:
@@ -99,11 +127,8 @@ def pack_codes(values: np.ndarray, width: int) -> np.ndarray:
     num_words = -(-m // 8)
     v = np.zeros(num_words * 8, dtype=np.uint8)
     v[:m] = u8
-    v &= np.uint8((1 << width) - 1)  # low `width` bits of the two's complement
-    v = v.reshape(num_words, 8)  # (W, 8): 8 codes per uint64 word
-    word = v[:, 0].astype(np.uint64)
-    for k in range(1, 8):
-        word |= v[:, k].astype(np.uint64) << np.uint64(k * width)
+    byte_words = v.view("<u8")  # (W,): code k of a group of 8 sits at bits [8k, 8k + width)
+    word = _move_fields(byte_words, width, down=True)  # (W,): code k at bits [k*width, (k+1)*width)
     out = word.astype("<u8", copy=False).view(np.uint8).reshape(num_words, 8)[:, :width]  # 8 codes = width bytes
     return out.reshape(-1)[: -(-m * width // 8)]
 
@@ -122,11 +147,8 @@ def unpack_codes(stream: np.ndarray, width: int, count: int) -> np.ndarray:
     flat[:nbytes] = stream[:nbytes]
     buf[:, :width] = flat.reshape(num_words, width)
     word = buf.view("<u8").reshape(num_words)  # (W,)
-    mask = np.uint64((1 << width) - 1)
-    out = np.empty((num_words, 8), dtype=np.uint8)
-    for k in range(8):
-        out[:, k] = (word >> np.uint64(k * width)) & mask
-    out = out.reshape(-1)[:count]
+    spread = _move_fields(word, width, down=False)  # (W,): one code per byte
+    out = spread.astype("<u8", copy=False).view(np.uint8)[:count]
     # sign-extend: move the b-bit value to the top of an int8 and shift back arithmetically
     return (out << np.uint8(8 - width)).view(np.int8) >> np.int8(8 - width)
 

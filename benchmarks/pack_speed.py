@@ -1,0 +1,82 @@
+"""Throughput of quant.packing (pack_rows / unpack_rows) and quant.adaptive_package per bitwidth, one core.
+
+MB/s counts the int8 code bytes (N * F) processed per second (best of ``--repeats``). Writes
+``benchmarks/results/pack_speed.json``.
+
+    python benchmarks/pack_speed.py [--nodes 131072] [--features 128] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+from _common import RESULTS, machine, save_results  # noqa: E402
+
+from quant.adaptive_package import decode, encode  # noqa: E402
+from quant.packing import code_range, pack_rows, unpack_rows  # noqa: E402
+
+
+def best_seconds(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def random_codes(rng: np.random.Generator, n: int, f: int, bits: int, density: float = 1.0) -> np.ndarray:
+    qmax = code_range(bits)[1]
+    codes = rng.integers(-qmax, qmax + 1, size=(n, f), dtype=np.int8)
+    return codes if density >= 1.0 else (codes * (rng.random((n, f)) < density)).astype(np.int8)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--nodes", type=int, default=131072, help="rows per run (default 131072)")
+    ap.add_argument("--features", type=int, default=128, help="codes per row (default 128)")
+    ap.add_argument("--repeats", type=int, default=3, help="timed repeats, best kept (default 3)")
+    ap.add_argument("--ap-nodes", type=int, default=16384, help="rows for the Adaptive-Package codec (default 16384)")
+    args = ap.parse_args()
+    rng = np.random.default_rng(0)
+    rows = []
+    for bits in range(1, 9):
+        codes = random_codes(rng, args.nodes, args.features, bits)
+        bw = np.full(args.nodes, bits, dtype=np.uint8)
+        packed = pack_rows(codes, bw)
+        assert np.array_equal(unpack_rows(packed), codes)
+        mb = codes.nbytes / 1e6
+        t_pack = best_seconds(lambda c=codes, b=bw: pack_rows(c, b), args.repeats)
+        t_unpack = best_seconds(lambda p=packed: unpack_rows(p), args.repeats)
+        ap_codes = random_codes(rng, args.ap_nodes, args.features, bits, density=0.5)
+        ap_bits = np.full(args.ap_nodes, bits)
+        stream = encode(ap_codes, ap_bits)
+        assert np.array_equal(decode(stream), ap_codes)
+        ap_mb = ap_codes.nbytes / 1e6
+        t_enc = best_seconds(lambda c=ap_codes, b=ap_bits: encode(c, b), args.repeats)
+        t_dec = best_seconds(lambda s=stream: decode(s), args.repeats)
+        rows.append({
+            "bits": bits, "codes_mb": mb, "packed_bytes": packed.payload_bytes,
+            "pack_mb_per_s": mb / t_pack, "unpack_mb_per_s": mb / t_unpack,
+            "ap_density": 0.5, "ap_codes_mb": ap_mb, "ap_total_bytes": sum(stream.nbytes.values()),
+            "ap_encode_mb_per_s": ap_mb / t_enc, "ap_decode_mb_per_s": ap_mb / t_dec,
+        })
+        print(f"b={bits}: pack {rows[-1]['pack_mb_per_s']:8.1f} MB/s  unpack {rows[-1]['unpack_mb_per_s']:8.1f} MB/s"
+              f"  | AP encode {rows[-1]['ap_encode_mb_per_s']:6.1f} MB/s  decode {rows[-1]['ap_decode_mb_per_s']:6.1f}"
+              " MB/s")
+    result = {
+        "benchmark": "pack_speed", "nodes": args.nodes, "features": args.features, "repeats": args.repeats,
+        "ap_nodes": args.ap_nodes, "numpy": np.__version__, "machine": machine(),
+        "command": "python benchmarks/pack_speed.py " + " ".join(sys.argv[1:]), "results": rows,
+    }
+    print(f"wrote {save_results('pack_speed', result)} (results dir {RESULTS})")
+
+
+if __name__ == "__main__":
+    main()
