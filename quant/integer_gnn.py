@@ -33,8 +33,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from quant.fixed_point import (
-    aggregate_int, code_limit, csr_from_edge_index, edge_coefficients, quantize_multiplier, requantize,
-    rounding_shift, saturate,
+    aggregate_int,
+    code_limit,
+    csr_from_edge_index,
+    edge_coefficients,
+    quantize_multiplier,
+    requantize,
+    saturate,
 )
 
 ACC_BITS = 32
@@ -225,4 +230,4 @@ def gcn_forward_reference(model: QuantizedGCN, edge_index: np.ndarray, exact_con
 
 
 __all__ = ["QuantizedGCN", "QuantizedGCNLayer", "fake_quant", "gcn_forward_int", "gcn_forward_reference",
-           "gcn_graph", "gcn_layer_int", "gcn_layer_reference", "round_half_away", "rounding_shift"]
+           "gcn_graph", "gcn_layer_int", "gcn_layer_reference", "round_half_away"]

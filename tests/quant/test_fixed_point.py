@@ -8,8 +8,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from quant.fixed_point import (
-    aggregate_int, check_range, csr_from_edge_index, edge_coefficients, quantize_multiplier, requantize,
-    rounding_shift, saturate,
+    aggregate_int,
+    check_range,
+    csr_from_edge_index,
+    edge_coefficients,
+    quantize_multiplier,
+    requantize,
+    rounding_shift,
+    saturate,
 )
 
 

@@ -8,7 +8,13 @@ from torch import nn
 from gnn.conv import GCNConv
 from gnn.ops import gcn_norm
 from quant.integer_gnn import (
-    QuantizedGCN, QuantizedGCNLayer, fake_quant, gcn_forward_int, gcn_forward_reference, gcn_graph, gcn_layer_int,
+    QuantizedGCN,
+    QuantizedGCNLayer,
+    fake_quant,
+    gcn_forward_int,
+    gcn_forward_reference,
+    gcn_graph,
+    gcn_layer_int,
     gcn_layer_reference,
 )
 
