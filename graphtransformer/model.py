@@ -1,0 +1,172 @@
+"""Single-device reference graph transformer over all nodes of a graph as one sequence (node classification).
+
+It knows nothing about distribution: :func:`graphtransformer.parallel.parallelize_graph_transformer` swaps each
+layer's :class:`AttentionCore` afterwards, and the model is then called with this rank's rows.
+
+Dual-interleaved attention (TorchGT, SC'24) done as stated, not as released:
+
+* per layer: ``schedule`` names the kernel of every layer, e.g. ``("sparse", "sparse", "dense")``;
+* per step: with ``dense_every = n > 0``, every n-th training step (``step % n == n - 1``) runs all layers with
+  dense (all-pairs) attention. TorchGT's released loop never advances its step counter, so its schedule never
+  switches; :func:`layer_kinds` is a pure function of ``step`` and is tested to alternate.
+
+Kinds: ``dense`` = all-pairs softmax over every node (TorchGT "full"), ``sparse`` = topology attention over the
+edges (+ self loops), ``cluster`` = the same topology attention computed with cluster-blocked tiles.
+
+Shapes: x (N, F_in), pe (N, pe_dim), graph.degree (N,), logits (N, C).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from graphtransformer.attention import dense_attention, sparse_attention
+from graphtransformer.cluster import ClusterConfig, ClusterPlan, build_cluster_plan, cluster_blocked_attention
+from graphtransformer.positional import degree_index
+
+ATTENTION_KINDS = ("dense", "sparse", "cluster")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GraphTransformerConfig:
+    in_dim: int
+    out_dim: int
+    hidden_dim: int = 64
+    num_heads: int = 4
+    num_layers: int = 3
+    schedule: tuple[str, ...] = ("sparse", "sparse", "dense")
+    dense_every: int = 0  # > 0: every dense_every-th step runs all layers dense (per-step switching)
+    dropout: float = 0.1
+    pe_dim: int = 8
+    max_degree: int = 64
+
+    def __post_init__(self):
+        if self.hidden_dim % self.num_heads:
+            raise ValueError(f"GraphTransformerConfig: hidden_dim={self.hidden_dim} is not divisible by "
+                             f"num_heads={self.num_heads}; pick a multiple")
+        if len(self.schedule) != self.num_layers:
+            raise ValueError(f"GraphTransformerConfig: schedule has {len(self.schedule)} entries but num_layers="
+                             f"{self.num_layers}; give one attention kind per layer")
+        bad = [k for k in self.schedule if k not in ATTENTION_KINDS]
+        if bad:
+            raise ValueError(f"GraphTransformerConfig: unknown attention kind(s) {bad}; valid: {ATTENTION_KINDS}")
+        if self.dense_every < 0 or not 0.0 <= self.dropout < 1.0 or self.pe_dim < 0:
+            raise ValueError("GraphTransformerConfig: need dense_every >= 0, 0 <= dropout < 1, pe_dim >= 0")
+
+
+def interleaved_schedule(num_layers: int, dense_period: int = 3) -> tuple[str, ...]:
+    """(sparse, ..., sparse, dense) repeated: every ``dense_period``-th layer dense, e.g. 3 -> (s, s, d)."""
+    return tuple("dense" if (i + 1) % dense_period == 0 else "sparse" for i in range(num_layers))
+
+
+def layer_kinds(schedule: tuple[str, ...], step: int | None, dense_every: int) -> tuple[str, ...]:
+    """Attention kind of every layer at training step ``step`` (None = evaluation: the layer schedule)."""
+    if step is not None and dense_every > 0 and step % dense_every == dense_every - 1:
+        return ("dense",) * len(schedule)
+    return schedule
+
+
+@dataclass(frozen=True)
+class AttentionGraph:
+    """What the attention kernels need from one graph (built once from a PyG edge_index)."""
+
+    num_nodes: int
+    edge_index: Tensor  # (2, E + N) coalesced, one self loop per node
+    degree: Tensor  # (N,) int64 clipped in-degree (without self loops)
+    plan: ClusterPlan | None = None  # for the "cluster" kernel
+
+
+def attention_graph(edge_index: Tensor, num_nodes: int, *, max_degree: int = 64,
+                    cluster: ClusterConfig | None = None) -> AttentionGraph:
+    """Coalesce, replace self loops by exactly one per node (TorchGT's sparse-attention condition: every node
+    attends itself), and precompute degrees and the optional cluster plan."""
+    loops = torch.arange(num_nodes).repeat(2, 1)
+    ei = torch.cat([edge_index[:, edge_index[0] != edge_index[1]], loops], dim=1)
+    ei = torch.unique(ei, dim=1)  # sorted by (src, dst), duplicates dropped
+    plan = build_cluster_plan(ei, num_nodes, cluster) if cluster is not None else None
+    return AttentionGraph(num_nodes, ei, degree_index(edge_index, num_nodes, max_degree), plan)
+
+
+class AttentionCore(nn.Module):
+    """Stateless kernel dispatch; the single point that :mod:`graphtransformer.parallel` replaces.
+
+    forward(q, k, v (H, N, D), graph, kind) -> out (H, N, D).
+    """
+
+    def forward(self, q: Tensor, k: Tensor, v: Tensor, graph: AttentionGraph, kind: str) -> Tensor:
+        if kind == "dense":
+            return dense_attention(q, k, v)[0]
+        if kind == "sparse":
+            return sparse_attention(q, k, v, graph.edge_index.to(q.device))[0]
+        if kind == "cluster":
+            if graph.plan is None:
+                raise ValueError("AttentionCore: kind 'cluster' needs attention_graph(..., cluster=ClusterConfig())")
+            return cluster_blocked_attention(q, k, v, graph.plan)[0]
+        raise ValueError(f"AttentionCore: unknown kind {kind!r}; valid: {ATTENTION_KINDS}")
+
+
+class GraphAttention(nn.Module):
+    """Multi-head self-attention over the node sequence; the kernel is chosen per call."""
+
+    def __init__(self, hidden_dim: int, num_heads: int):
+        super().__init__()
+        self.num_heads = num_heads
+        self.qkv = nn.Linear(hidden_dim, 3 * hidden_dim)
+        self.proj = nn.Linear(hidden_dim, hidden_dim)
+        self.core = AttentionCore()
+
+    def forward(self, h: Tensor, graph, kind: str) -> Tensor:
+        n, f = h.shape
+        qkv = self.qkv(h).view(n, 3, self.num_heads, f // self.num_heads).permute(1, 2, 0, 3)  # (3, H, N, D)
+        out = self.core(qkv[0], qkv[1], qkv[2], graph, kind)  # (H, N, D)
+        return self.proj(out.transpose(0, 1).reshape(n, f))
+
+
+class TransformerLayer(nn.Module):
+    """Pre-norm block: h + Attn(LN(h)), then h + FFN(LN(h)) (FFN width 2 * hidden)."""
+
+    def __init__(self, hidden_dim: int, num_heads: int, dropout: float):
+        super().__init__()
+        self.norm1, self.norm2 = nn.LayerNorm(hidden_dim), nn.LayerNorm(hidden_dim)
+        self.attn = GraphAttention(hidden_dim, num_heads)
+        self.ffn = nn.Sequential(nn.Linear(hidden_dim, 2 * hidden_dim), nn.GELU(), nn.Linear(2 * hidden_dim, hidden_dim))
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, h: Tensor, graph, kind: str) -> Tensor:
+        h = h + self.drop(self.attn(self.norm1(h), graph, kind))
+        return h + self.drop(self.ffn(self.norm2(h)))
+
+
+class GraphTransformer(nn.Module):
+    """Input projection + degree embedding + PE projection -> layers -> LayerNorm -> linear classifier."""
+
+    def __init__(self, cfg: GraphTransformerConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.input = nn.Linear(cfg.in_dim, cfg.hidden_dim)
+        self.degree = nn.Embedding(cfg.max_degree + 1, cfg.hidden_dim)
+        self.pe = nn.Linear(cfg.pe_dim, cfg.hidden_dim, bias=False) if cfg.pe_dim else None
+        self.layers = nn.ModuleList(TransformerLayer(cfg.hidden_dim, cfg.num_heads, cfg.dropout)
+                                    for _ in range(cfg.num_layers))
+        self.norm = nn.LayerNorm(cfg.hidden_dim)
+        self.head = nn.Linear(cfg.hidden_dim, cfg.out_dim)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def layer_kinds(self, step: int | None = None) -> tuple[str, ...]:
+        return layer_kinds(self.cfg.schedule, step, self.cfg.dense_every)
+
+    def forward(self, x: Tensor, graph, pe: Tensor | None = None, step: int | None = None) -> Tensor:
+        """x (N, F_in), graph with ``.degree`` (N,), pe (N, pe_dim) -> logits (N, C). ``step``: training step
+        for per-step switching (None at evaluation)."""
+        h = self.input(x) + self.degree(graph.degree.clamp_max(self.cfg.max_degree))
+        if self.pe is not None:
+            if pe is None:
+                raise ValueError("GraphTransformer: cfg.pe_dim > 0 needs pe (N, pe_dim); pass it or set pe_dim=0")
+            h = h + self.pe(pe)
+        h = self.drop(h)
+        for layer, kind in zip(self.layers, self.layer_kinds(step)):
+            h = layer(h, graph, kind)
+        return self.head(self.norm(h))
