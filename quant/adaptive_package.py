@@ -115,19 +115,41 @@ def _package_starts(words: np.ndarray, num_packages: int) -> Iterator[int]:
                          f"{num_packages} packages; the boundary stream and the package stream disagree")
 
 
-def _plan_packages(run_bits: list[int], run_sizes: list[int]) -> tuple[list[int], list[int], list[int]]:
-    """Greedy package plan per run: lists (length_bits, bits, num_values) over all packages in order."""
-    lengths, widths, counts = [], [], []
-    for b, remaining in zip(run_bits, run_sizes, strict=True):
-        full = capacity(PACKAGE_BITS[-1], b)
-        while remaining > 0:
-            length = next((L for L in PACKAGE_BITS if capacity(L, b) >= remaining), PACKAGE_BITS[-1])
-            take = min(remaining, full if length == PACKAGE_BITS[-1] else remaining)
-            lengths.append(length)
-            widths.append(b)
-            counts.append(take)
-            remaining -= take
-    return lengths, widths, counts
+def _plan_packages(run_bits: np.ndarray, run_sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Greedy package plan (rule 5): per run, full 192-bit packages then the shortest package for the rest.
+
+    Shapes: run_bits, run_sizes (R,) -> (length_bits, bits, num_values) (P,) int64, in stream order.
+    """
+    full = (PACKAGE_BITS[-1] - HEADER_BITS) // run_bits  # (R,) values in a 192-bit package
+    num_full = (run_sizes - 1) // full  # the last package holds 1..full values
+    rest = run_sizes - num_full * full  # (R,)
+    last_len = np.select([capacity(L, run_bits) >= rest for L in PACKAGE_BITS[:-1]], PACKAGE_BITS[:-1],
+                         PACKAGE_BITS[-1])
+    per_run = num_full + 1
+    is_last = np.zeros(int(per_run.sum()), dtype=bool)
+    is_last[np.cumsum(per_run) - 1] = True
+    widths = np.repeat(run_bits, per_run)
+    lengths = np.where(is_last, np.repeat(last_len, per_run), PACKAGE_BITS[-1])
+    counts = np.where(is_last, np.repeat(rest, per_run), np.repeat(full, per_run))
+    return lengths.astype(np.int64), widths.astype(np.int64), counts.astype(np.int64)
+
+
+def _scatter_fields(num_words: int, pos: np.ndarray, values: np.ndarray, width: np.ndarray) -> np.ndarray:
+    """Write non-overlapping fields (low ``width`` bits of ``values``) at ascending bit positions ``pos``.
+
+    Fields that start in the same word are OR-reduced with ``np.bitwise_or.reduceat``; the high part of a field that
+    crosses a word boundary goes to the next word (at most one such field per word). Shapes: (M,) -> (W,) uint64.
+    """
+    words = np.zeros(num_words, dtype=np.uint64)
+    if pos.size == 0:
+        return words
+    field = (values & ((np.int64(1) << width) - 1)).astype(np.uint64)
+    wi, sh = pos // 64, (pos % 64).astype(np.uint64)
+    starts = np.flatnonzero(np.r_[True, wi[1:] != wi[:-1]])  # pos ascending -> wi non-decreasing
+    words[wi[starts]] = np.bitwise_or.reduceat(field << sh, starts)
+    spill = (pos % 64) + width > 64
+    words[wi[spill] + 1] |= field[spill] >> (np.uint64(64) - sh[spill])
+    return words
 
 
 def encode(codes: np.ndarray, bits: np.ndarray) -> AdaptivePackageStream:
@@ -153,24 +175,25 @@ def encode(codes: np.ndarray, bits: np.ndarray) -> AdaptivePackageStream:
     ab = bits[active]
     run_start = np.flatnonzero(np.r_[True, ab[1:] != ab[:-1]]) if active.size else np.zeros(0, np.int64)
     run_vals = np.add.reduceat(nnz[active], run_start) if active.size else np.zeros(0, np.int64)
-    lengths, widths, counts = _plan_packages(ab[run_start].tolist(), run_vals.tolist())
-    lengths, widths, counts = np.array(lengths, np.int64), np.array(widths, np.int64), np.array(counts, np.int64)
+    lengths, widths, counts = _plan_packages(ab[run_start], run_vals)
     num_words = lengths // 64  # (P,)
     start_word = np.cumsum(num_words) - num_words  # (P,)
-    words = np.zeros(int(num_words.sum()), dtype=np.uint64)
     modes = num_words - 1
-    words[start_word] = (modes | ((widths - 1) << 2)).astype(np.uint64)
+    header = modes | ((widths - 1) << 2)  # (P,)
     # bit position of every value: package start + header + j * b
     pkg_of_value = np.repeat(np.arange(counts.size), counts)  # (V,)
     first_rank = np.cumsum(counts) - counts  # (P,) global rank of value 0
     j = np.arange(values.size) - first_rank[pkg_of_value]
     b = widths[pkg_of_value]
     pos = start_word[pkg_of_value] * 64 + HEADER_BITS + j * b
-    field = (values & ((1 << b) - 1)).astype(np.uint64)
-    wi, sh = pos // 64, (pos % 64).astype(np.uint64)
-    np.bitwise_or.at(words, wi, field << sh)
-    spill = (pos % 64) + b > 64
-    np.bitwise_or.at(words, wi[spill] + 1, field[spill] >> (np.uint64(64) - sh[spill]))
+    # merge headers and values in stream order: package p's header precedes its values
+    slot_of_value = np.arange(values.size) + pkg_of_value + 1
+    slot_of_header = first_rank + np.arange(counts.size)
+    m = values.size + counts.size
+    f_pos, f_val, f_width = np.empty(m, np.int64), np.empty(m, np.int64), np.empty(m, np.int64)
+    f_pos[slot_of_header], f_val[slot_of_header], f_width[slot_of_header] = start_word * 64, header, HEADER_BITS
+    f_pos[slot_of_value], f_val[slot_of_value], f_width[slot_of_value] = pos, values, b
+    words = _scatter_fields(int(num_words.sum()), f_pos, f_val, f_width)
     # boundary stream: owner node of value 0 of every package and its rank inside the node
     node_of_value = np.repeat(active, nnz[active])  # (V,)
     node_first = np.cumsum(nnz[active]) - nnz[active]  # (A,) global rank of a node's first value
