@@ -11,6 +11,9 @@ Every count is the ``nbytes`` of an array that the exporter would actually write
   unsigned integer type that holds its largest value (:func:`index_dtype`);
 * FP32 baseline: float32 features and weights, the same CSR adjacency (adjacency does not shrink with quantization).
 
+:func:`measure_adaptive_package` gives the same kind of measured bytes for the MEGA-style stream (packages, bitmap,
+boundary stream), so the two feature layouts can be compared on identical codes.
+
 Ratios: ``features_only_ratio = 32 / avg_bits`` (the papers' convention, average over nodes of the declared
 bitwidth), ``measured_features_ratio`` = fp32 feature bytes / packed payload bytes, and ``all_in_ratio`` = all FP32
 bytes / all quantized bytes including metadata and adjacency.
@@ -22,6 +25,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from quant.adaptive_package import encode as encode_adaptive_package
 from quant.fixed_point import csr_from_edge_index
 from quant.packing import MAX_BITS, pack_codes, pack_rows
 
@@ -125,3 +129,18 @@ def measure_storage(*, codes: np.ndarray, bits: np.ndarray, edge_index: np.ndarr
         fp32_weight_bytes=fp32_w,
         avg_bits=float(bits.mean()) if n else 0.0,
     )
+
+
+def measure_adaptive_package(codes: np.ndarray, bits: np.ndarray) -> dict[str, float]:
+    """Measured bytes of the Adaptive-Package stream of (N, F) int8 codes with (N,) bitwidths.
+
+    Returns packages / bitmap / boundary / total bytes, the package counts per length, and ``bits_per_code``
+    (total bits / (N * F)), directly comparable with :func:`quant.packing.pack_rows`' payload.
+    """
+    stream = encode_adaptive_package(np.asarray(codes), np.asarray(bits))
+    parts = stream.nbytes
+    total = sum(parts.values())
+    n_codes = stream.num_nodes * stream.num_features
+    return {**{f"{k}_bytes": v for k, v in parts.items()}, "total_bytes": total,
+            **{f"packages_{k}": v for k, v in stream.package_counts().items()},
+            "bits_per_code": 8.0 * total / n_codes if n_codes else 0.0}

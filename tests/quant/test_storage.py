@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from quant.storage import csr_arrays, index_dtype, measure_storage
+from quant.storage import csr_arrays, index_dtype, measure_adaptive_package, measure_storage
 
 
 def test_index_dtype_smallest_fit():
@@ -56,3 +56,13 @@ def test_measure_storage_float32_steps_no_weights():
     assert r.feature_bytes == 4 * 8 * 4 // 8 and r.feature_step_bytes == 16
     assert r.weight_bytes == 0 and r.adjacency_bytes == 5  # indptr only, uint8
     assert r.measured_features_ratio == pytest.approx(8.0) == r.features_only_ratio
+
+
+def test_measure_adaptive_package_hand_computed():
+    # node 0: 3 bits, non-zeros 3, -1; node 1: zeros; node 2: 3 bits, one non-zero -> one 64-bit package (3 values)
+    codes = np.array([[3, 0, -1], [0, 0, 0], [0, 2, 0]], dtype=np.int8)
+    m = measure_adaptive_package(codes, np.array([3, 5, 3]))
+    assert m["packages_bytes"] == 8 and m["bitmap_bytes"] == 3  # 3 nodes x ceil(3 / 8) bytes
+    assert m["boundary_bytes"] == 4 + 4 + 1  # first_node u32, first_value u32, num_values u8 per package
+    assert m["total_bytes"] == 20 and m["packages_64"] == 1 and m["packages_192"] == 0
+    assert m["bits_per_code"] == pytest.approx(8 * 20 / 9)
