@@ -9,6 +9,7 @@ MB/s counts the int8 code bytes (N * F) processed per second (best of ``--repeat
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -37,6 +38,12 @@ def random_codes(rng: np.random.Generator, n: int, f: int, bits: int, density: f
     return codes if density >= 1.0 else (codes * (rng.random((n, f)) < density)).astype(np.int8)
 
 
+def _mixed_codes(rng: np.random.Generator, bits: np.ndarray, f: int) -> np.ndarray:
+    """(N, F) int8 codes, row i uniform in the symmetric ``bits[i]``-bit range."""
+    qmax = np.array([code_range(int(b))[1] for b in range(9)])[bits]  # (N,)
+    return rng.integers(-qmax[:, None], qmax[:, None] + 1, size=(bits.size, f)).astype(np.int8)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nodes", type=int, default=131072, help="rows per run (default 131072)")
@@ -45,17 +52,22 @@ def main() -> None:
     ap.add_argument("--ap-nodes", type=int, default=16384, help="rows for the Adaptive-Package codec (default 16384)")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
+    load_start = os.getloadavg()[0]
     rows = []
-    for bits in range(1, 9):
-        codes = random_codes(rng, args.nodes, args.features, bits)
-        bw = np.full(args.nodes, bits, dtype=np.uint8)
+    for bits in [*range(1, 9), "mixed"]:  # "mixed": per-node bitwidths uniform in 0..8
+        if bits == "mixed":
+            bw = rng.integers(0, 9, size=args.nodes).astype(np.uint8)
+            codes = _mixed_codes(rng, bw, args.features)
+        else:
+            codes = random_codes(rng, args.nodes, args.features, bits)
+            bw = np.full(args.nodes, bits, dtype=np.uint8)
         packed = pack_rows(codes, bw)
         assert np.array_equal(unpack_rows(packed), codes)
         mb = codes.nbytes / 1e6
         t_pack = best_seconds(lambda c=codes, b=bw: pack_rows(c, b), args.repeats)
         t_unpack = best_seconds(lambda p=packed: unpack_rows(p), args.repeats)
-        ap_codes = random_codes(rng, args.ap_nodes, args.features, bits, density=0.5)
-        ap_bits = np.full(args.ap_nodes, bits)
+        ap_bits = bw[: args.ap_nodes]
+        ap_codes = (codes[: args.ap_nodes] * (rng.random((args.ap_nodes, args.features)) < 0.5)).astype(np.int8)
         stream = encode(ap_codes, ap_bits)
         assert np.array_equal(decode(stream), ap_codes)
         ap_mb = ap_codes.nbytes / 1e6
@@ -67,12 +79,13 @@ def main() -> None:
             "ap_density": 0.5, "ap_codes_mb": ap_mb, "ap_total_bytes": sum(stream.nbytes.values()),
             "ap_encode_mb_per_s": ap_mb / t_enc, "ap_decode_mb_per_s": ap_mb / t_dec,
         })
-        print(f"b={bits}: pack {rows[-1]['pack_mb_per_s']:8.1f} MB/s  unpack {rows[-1]['unpack_mb_per_s']:8.1f} MB/s"
-              f"  | AP encode {rows[-1]['ap_encode_mb_per_s']:6.1f} MB/s  decode {rows[-1]['ap_decode_mb_per_s']:6.1f}"
-              " MB/s")
+        r = rows[-1]
+        print(f"b={bits!s:>5}: pack {r['pack_mb_per_s']:8.1f} MB/s  unpack {r['unpack_mb_per_s']:8.1f} MB/s"
+              f"  | AP encode {r['ap_encode_mb_per_s']:6.1f} MB/s  decode {r['ap_decode_mb_per_s']:6.1f} MB/s")
     result = {
         "benchmark": "pack_speed", "nodes": args.nodes, "features": args.features, "repeats": args.repeats,
         "ap_nodes": args.ap_nodes, "numpy": np.__version__, "machine": machine(),
+        "load_average_1min": {"start": load_start, "end": os.getloadavg()[0]},  # shared machine: context
         "command": "python benchmarks/pack_speed.py " + " ".join(sys.argv[1:]), "results": rows,
     }
     print(f"wrote {save_results('pack_speed', result)} (results dir {RESULTS})")

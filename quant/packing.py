@@ -94,23 +94,41 @@ def _check_inputs(codes: np.ndarray, bits: np.ndarray) -> None:
 CHUNK_WORDS = 1 << 15  # 256 KiB of uint64 per pass: keeps the 8 shift/mask passes in cache
 
 
+def _swar_stages(width: int, down: bool) -> list[tuple[np.uint64, np.uint64, np.uint64]]:
+    """(keep_mask, move_mask, shift) per SWAR stage that merges (down) or splits (up) pairs of lanes.
+
+    Packing merges byte pairs into 16-bit lanes, then 16-bit pairs, then 32-bit halves: 3 stages instead of 7
+    per-code moves. Unpacking runs the inverse stages in reverse order.
+    """
+    stages = []
+    for lane, count in ((8, 1), (16, 2), (32, 4)):  # lane size, codes per half-lane before the merge
+        bits = width * count
+        field = (1 << bits) - 1
+        low = sum(field << (2 * lane * k) for k in range(64 // (2 * lane)))  # low half of every lane pair
+        if down:  # high half at bit `lane` moves down to bit `bits`
+            stages.append((np.uint64(low), np.uint64(low << lane), np.uint64(lane - bits)))
+        else:  # bits [bits, 2*bits) of a merged lane move up to bit `lane`
+            stages.append((np.uint64(low), np.uint64(low << bits), np.uint64(lane - bits)))
+    return stages if down else stages[::-1]
+
+
 def _move_fields(src: np.ndarray, width: int, down: bool) -> np.ndarray:
     """Move 8 ``width``-bit fields per uint64 between byte slots (bit 8k) and packed slots (bit k*width).
 
-    ``down=True`` packs (byte slot -> packed slot), ``down=False`` spreads. In-place ufuncs on cache-sized chunks.
-    Shapes: src (W,) uint64 -> (W,) uint64.
+    ``down=True`` packs (byte slot -> packed slot; the input bytes must already be masked to ``width`` bits),
+    ``down=False`` spreads. Works in place on cache-sized chunks. Shapes: src (W,) uint64 -> src.
     """
-    mask = np.uint64((1 << width) - 1)
-    out = np.empty_like(src)
+    out = src
     tmp = np.empty(min(CHUNK_WORDS, src.shape[0]), dtype=np.uint64)
+    stages = _swar_stages(width, down)
+    shift_op = np.right_shift if down else np.left_shift
     for lo in range(0, src.shape[0], CHUNK_WORDS):
-        s, o = src[lo : lo + CHUNK_WORDS], out[lo : lo + CHUNK_WORDS]
-        t = tmp[: s.shape[0]]
-        np.bitwise_and(s, mask, out=o)
-        for k in range(1, 8):
-            dist = np.uint64(k * (8 - width))
-            (np.right_shift if down else np.left_shift)(s, dist, out=t)
-            np.bitwise_and(t, mask << np.uint64(k * width if down else 8 * k), out=t)
+        o = out[lo : lo + CHUNK_WORDS]
+        t = tmp[: o.shape[0]]
+        for keep, move, dist in stages:
+            np.bitwise_and(o, move, out=t)
+            shift_op(t, dist, out=t)
+            np.bitwise_and(o, keep, out=o)
             np.bitwise_or(o, t, out=o)
     return out
 
@@ -127,6 +145,7 @@ def pack_codes(values: np.ndarray, width: int) -> np.ndarray:
     num_words = -(-m // 8)
     v = np.zeros(num_words * 8, dtype=np.uint8)
     v[:m] = u8
+    v &= np.uint8((1 << width) - 1)  # low `width` bits of the two's complement
     byte_words = v.view("<u8")  # (W,): code k of a group of 8 sits at bits [8k, 8k + width)
     word = _move_fields(byte_words, width, down=True)  # (W,): code k at bits [k*width, (k+1)*width)
     out = word.astype("<u8", copy=False).view(np.uint8).reshape(num_words, 8)[:, :width]  # 8 codes = width bytes
@@ -142,10 +161,11 @@ def unpack_codes(stream: np.ndarray, width: int, count: int) -> np.ndarray:
     if width == 8:
         return stream[:count].view(np.int8).copy()
     num_words = -(-count // 8)
+    src = stream[: num_words * width]
+    if src.shape[0] < num_words * width:  # the last group of 8 codes is partial: zero-pad it
+        src = np.concatenate([src, np.zeros(num_words * width - src.shape[0], dtype=np.uint8)])
     buf = np.zeros((num_words, 8), dtype=np.uint8)
-    flat = np.zeros(num_words * width, dtype=np.uint8)
-    flat[:nbytes] = stream[:nbytes]
-    buf[:, :width] = flat.reshape(num_words, width)
+    buf[:, :width] = src.reshape(num_words, width)
     word = buf.view("<u8").reshape(num_words)  # (W,)
     spread = _move_fields(word, width, down=False)  # (W,): one code per byte
     out = spread.astype("<u8", copy=False).view(np.uint8)[:count]
