@@ -152,58 +152,62 @@ def _scatter_fields(num_words: int, pos: np.ndarray, values: np.ndarray, width: 
     return words
 
 
-def encode(codes: np.ndarray, bits: np.ndarray) -> AdaptivePackageStream:
-    """Encode (N, F) int8 codes with per-node bitwidths (N,) in 0..8 into an Adaptive-Package stream."""
-    codes = np.asarray(codes)
-    bits = np.asarray(bits).astype(np.int64)
+def _check_encode_inputs(codes: np.ndarray, bits: np.ndarray) -> None:
     if codes.ndim != 2 or codes.dtype != np.int8 or bits.shape != (codes.shape[0],):
         raise TypeError(f"encode: need codes (N, F) int8 and bits (N,), got {codes.dtype} {codes.shape}, "
                         f"bits {bits.shape}")
     if bits.size and (bits.min() < 0 or bits.max() > MAX_BITS):
         raise ValueError(f"encode: bitwidths must lie in 0..{MAX_BITS}")
-    n, f = codes.shape
-    qmax = np.array([code_range(int(b))[1] for b in range(MAX_BITS + 1)])[bits]  # (N,)
-    absmax = np.abs(codes.astype(np.int16)).max(axis=1) if f else np.zeros(n, np.int16)
+    qmax = np.array([code_range(b)[1] for b in range(MAX_BITS + 1)])[bits]  # (N,)
+    absmax = np.abs(codes.astype(np.int16)).max(axis=1) if codes.shape[1] else np.zeros(len(bits), np.int16)
     if np.any(absmax > qmax):
         i = int(np.flatnonzero(absmax > qmax)[0])
-        raise ValueError(f"encode: node {i} has |code| = {absmax[i]} > {qmax[i]}, the {bits[i]}-bit limit")
-    nz = codes != 0  # (N, F)
-    nnz = nz.sum(axis=1)  # (N,)
-    active = np.flatnonzero(nnz)  # nodes that own values, ascending ID
-    values = codes[nz].astype(np.int64)  # (V,) node-major, feature-minor
-    # runs of consecutive active nodes with equal bitwidth
-    ab = bits[active]
-    run_start = np.flatnonzero(np.r_[True, ab[1:] != ab[:-1]]) if active.size else np.zeros(0, np.int64)
-    run_vals = np.add.reduceat(nnz[active], run_start) if active.size else np.zeros(0, np.int64)
-    lengths, widths, counts = _plan_packages(ab[run_start], run_vals)
+        raise ValueError(f"encode: node {i} has |code| = {absmax[i]} > {qmax[i]}, the {bits[i]}-bit limit; "
+                         "clamp the codes or raise the bitwidth")
+
+
+def _write_packages(values: np.ndarray, lengths: np.ndarray, widths: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Headers + values of the planned packages as an LSB-first uint64 word stream. (V,), (P,) x 3 -> (W,)."""
     num_words = lengths // 64  # (P,)
     start_word = np.cumsum(num_words) - num_words  # (P,)
-    modes = num_words - 1
-    header = modes | ((widths - 1) << 2)  # (P,)
-    # bit position of every value: package start + header + j * b
+    header = (num_words - 1) | ((widths - 1) << 2)  # mode | (b - 1) << 2
     pkg_of_value = np.repeat(np.arange(counts.size), counts)  # (V,)
-    first_rank = np.cumsum(counts) - counts  # (P,) global rank of value 0
-    j = np.arange(values.size) - first_rank[pkg_of_value]
+    first_rank = np.cumsum(counts) - counts  # (P,) global rank of a package's value 0
     b = widths[pkg_of_value]
-    pos = start_word[pkg_of_value] * 64 + HEADER_BITS + j * b
-    # merge headers and values in stream order: package p's header precedes its values
+    pos = start_word[pkg_of_value] * 64 + HEADER_BITS + (np.arange(values.size) - first_rank[pkg_of_value]) * b
+    # merge headers and values in stream order (package p's header precedes its values): positions ascend
     slot_of_value = np.arange(values.size) + pkg_of_value + 1
     slot_of_header = first_rank + np.arange(counts.size)
     m = values.size + counts.size
     f_pos, f_val, f_width = np.empty(m, np.int64), np.empty(m, np.int64), np.empty(m, np.int64)
     f_pos[slot_of_header], f_val[slot_of_header], f_width[slot_of_header] = start_word * 64, header, HEADER_BITS
     f_pos[slot_of_value], f_val[slot_of_value], f_width[slot_of_value] = pos, values, b
-    words = _scatter_fields(int(num_words.sum()), f_pos, f_val, f_width)
-    # boundary stream: owner node of value 0 of every package and its rank inside the node
-    node_of_value = np.repeat(active, nnz[active])  # (V,)
-    node_first = np.cumsum(nnz[active]) - nnz[active]  # (A,) global rank of a node's first value
-    owner_pos = np.searchsorted(active, node_of_value[first_rank]) if counts.size else np.zeros(0, np.int64)
-    first_value = first_rank - node_first[owner_pos] if counts.size else np.zeros(0, np.int64)
+    return _scatter_fields(int(num_words.sum()), f_pos, f_val, f_width)
+
+
+def encode(codes: np.ndarray, bits: np.ndarray) -> AdaptivePackageStream:
+    """Encode (N, F) int8 codes with per-node bitwidths (N,) in 0..8 into an Adaptive-Package stream."""
+    codes = np.asarray(codes)
+    bits = np.asarray(bits).astype(np.int64)
+    _check_encode_inputs(codes, bits)
+    n, f = codes.shape
+    nz = codes != 0  # (N, F)
+    nnz = nz.sum(axis=1)  # (N,)
+    active = np.flatnonzero(nnz)  # nodes that own values, ascending ID
+    values = codes[nz].astype(np.int64)  # (V,) node-major, feature-minor
+    ab = bits[active]  # runs = consecutive active nodes with equal bitwidth
+    run_start = np.flatnonzero(np.r_[True, ab[1:] != ab[:-1]]) if active.size else np.zeros(0, np.int64)
+    run_vals = np.add.reduceat(nnz[active], run_start) if active.size else np.zeros(0, np.int64)
+    lengths, widths, counts = _plan_packages(ab[run_start], run_vals)
+    # boundary stream: owner node of every package's value 0 and its rank among that node's non-zeros
+    first_rank = np.cumsum(counts) - counts  # (P,)
+    node_first = np.cumsum(nnz) - nnz  # (N,) global rank of a node's first value
+    first_node = np.repeat(np.arange(n), nnz)[first_rank]  # (P,)
     return AdaptivePackageStream(
-        words=words,
+        words=_write_packages(values, lengths, widths, counts),
         bitmap=np.packbits(nz, axis=1, bitorder="little"),
-        first_node=(node_of_value[first_rank] if counts.size else np.zeros(0)).astype(np.uint32),
-        first_value=np.asarray(first_value).astype(np.uint32),
+        first_node=first_node.astype(np.uint32),
+        first_value=(first_rank - node_first[first_node]).astype(np.uint32),
         num_values=counts.astype(np.uint8),
         num_nodes=n,
         num_features=f,
@@ -257,10 +261,10 @@ def decode(stream: AdaptivePackageStream) -> np.ndarray:
     vals = (raw & ((np.uint64(1) << b.astype(np.uint64)) - np.uint64(1))).astype(np.int64)
     vals -= ((vals >> (b - 1)) & 1) << b  # sign-extend
     if node.size:
-        per_node_b = np.zeros(stream.num_nodes, np.int64)
-        per_node_b[node] = b  # a node spanning packages must see the same bitwidth everywhere
-        if np.any(per_node_b[node] != b):
-            k = int(pkg[np.flatnonzero(per_node_b[node] != b)[0]])
+        first = np.flatnonzero(np.r_[True, node[1:] != node[:-1]])  # node is ascending: first value per node
+        node_b = np.repeat(b[first], np.diff(np.r_[first, node.size]))  # bitwidth of the node's first package
+        if np.any(node_b != b):  # a node spanning packages must see the same bitwidth everywhere
+            k = int(pkg[np.flatnonzero(node_b != b)[0]])
             raise ValueError(f"Adaptive-Package: package {k} changes the bitwidth inside a node")
         if np.any(vals == 0):
             k = int(pkg[np.flatnonzero(vals == 0)[0]])

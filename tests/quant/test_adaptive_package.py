@@ -111,3 +111,17 @@ def test_truncated_streams_rejected():
 def test_out_of_range_rejected():
     with pytest.raises(ValueError, match="node 0"):
         encode(np.array([[2]], dtype=np.int8), np.array([2]))
+
+
+def test_corrupted_boundary_and_header_rejected():
+    codes = np.ones((1, 100), dtype=np.int8)  # one 2-bit node spanning a 192-bit (93) and a 64-bit (7) package
+    stream = encode(codes, np.array([2]))
+    assert stream.num_values.tolist() == [93, 7] and stream.words.size == 4
+    with pytest.raises(ValueError, match="package 1 starts at value rank 90"):
+        decode(replace(stream, first_value=np.array([0, 90], dtype=np.uint32)))
+    words = stream.words.copy()
+    words[3] = (words[3] & ~np.uint64(0b11100)) | np.uint64((3 - 1) << 2)  # package 1 claims 3 bits
+    with pytest.raises(ValueError, match="package 1 changes the bitwidth inside a node"):
+        decode(replace(stream, words=words))
+    with pytest.raises(ValueError, match="truncated"):
+        list(decode_beats(replace(stream, words=stream.words[:-1])))
