@@ -1,0 +1,227 @@
+"""Communication primitives of sequence-parallel graph attention, each an autograd Function with its exact adjoint.
+
+* :func:`seq_to_head` / :func:`head_to_seq`: the DeepSpeed-Ulysses all-to-all pair (each is the other's backward).
+* :func:`ring_attention`: K/V rotate around a ring (``batch_isend_irecv``); per-block (out, lse) merged with the LSE
+  merge; the backward recomputes each block from the saved *global* lse and sends dK/dV around with K/V so that
+  they arrive back at their owner (the ring-flash-attn scheme, with any differentiable block kernel).
+* :func:`halo_exchange`: a sparse all-to-all (``all_to_all_single`` with split sizes) of only the K/V rows that
+  remote ranks need (nodes with edges across ranks); its backward returns the row gradients and adds them up.
+
+Every call records the bytes this rank sends to *other* ranks in a :class:`CommCounter` (self-chunks are local
+copies and are not counted). gloo cannot send to self, so size-1 groups short-circuit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+from graphtransformer.attention import merge_attention
+
+BlockKernel = Callable[[Tensor, Tensor, Tensor], tuple[Tensor, Tensor]]  # (q, k, v) -> (out, lse)
+
+
+@dataclass(frozen=True)
+class CommRecord:
+    layer: str
+    op: str  # "a2a", "ring", "halo"
+    phase: str  # "forward" or "backward"
+    num_bytes: int
+
+
+@dataclass
+class CommCounter:
+    """Append-only log of sent bytes; ``total(layer=..., op=..., phase=...)`` filters (None = any)."""
+
+    records: list[CommRecord] = field(default_factory=list)
+
+    def add(self, layer: str, op: str, phase: str, num_bytes: int) -> None:
+        self.records.append(CommRecord(layer, op, phase, int(num_bytes)))
+
+    def total(self, layer: str | None = None, op: str | None = None, phase: str | None = None) -> int:
+        return sum(r.num_bytes for r in self.records
+                   if (layer is None or r.layer == layer) and (op is None or r.op == op)
+                   and (phase is None or r.phase == phase))
+
+
+@dataclass(frozen=True)
+class CommContext:
+    """One group plus where to log: ``rank`` is this process's index inside ``group``."""
+
+    group: object
+    size: int
+    rank: int
+    counter: CommCounter | None
+    layer: str
+
+    def log(self, op: str, phase: str, num_bytes: int) -> None:
+        if self.counter is not None:
+            self.counter.add(self.layer, op, phase, num_bytes)
+
+
+def _a2a_chunks(x: Tensor, ctx: CommContext, phase: str) -> Tensor:
+    """all_to_all_single over dim 0 split into ``ctx.size`` equal chunks: chunk p goes to rank p."""
+    x = x.contiguous()
+    out = torch.empty_like(x)
+    dist.all_to_all_single(out, x, group=ctx.group)
+    ctx.log("a2a", phase, x.numel() * x.element_size() * (ctx.size - 1) // ctx.size)
+    return out
+
+
+def _seq_to_head(x: Tensor, ctx: CommContext, phase: str) -> Tensor:
+    """(H, n, D) all heads of my n rows -> (H/P, P*n, D) my head group for the P ranks' rows (rank order)."""
+    h, n, d = x.shape
+    p = ctx.size
+    y = _a2a_chunks(x.reshape(p, h // p, n, d), ctx, phase)  # (P, H/P, n, D), chunk q = rows of rank q
+    return y.permute(1, 0, 2, 3).reshape(h // p, p * n, d)
+
+
+def _head_to_seq(y: Tensor, ctx: CommContext, phase: str) -> Tensor:
+    """Inverse of :func:`_seq_to_head`: (H/P, P*n, D) -> (H, n, D)."""
+    hp, pn, d = y.shape
+    p = ctx.size
+    x = y.reshape(hp, p, pn // p, d).permute(1, 0, 2, 3)  # (P, H/P, n, D), chunk q = rows of rank q
+    return _a2a_chunks(x, ctx, phase).reshape(hp * p, pn // p, d)
+
+
+class _SeqToHead(torch.autograd.Function):
+    @staticmethod
+    def forward(fctx, x, ctx):
+        fctx.comm = ctx
+        return _seq_to_head(x, ctx, "forward")
+
+    @staticmethod
+    def backward(fctx, grad):
+        return _head_to_seq(grad, fctx.comm, "backward"), None
+
+
+class _HeadToSeq(torch.autograd.Function):
+    @staticmethod
+    def forward(fctx, y, ctx):
+        fctx.comm = ctx
+        return _head_to_seq(y, ctx, "forward")
+
+    @staticmethod
+    def backward(fctx, grad):
+        return _seq_to_head(grad, fctx.comm, "backward"), None
+
+
+def seq_to_head(x: Tensor, ctx: CommContext) -> Tensor:
+    """Ulysses all-to-all #1. (H, n, D) -> (H/P, P*n, D); identity for P = 1. Needs H % P == 0."""
+    return x if ctx.size == 1 else _SeqToHead.apply(x, ctx)
+
+
+def head_to_seq(y: Tensor, ctx: CommContext) -> Tensor:
+    """Ulysses all-to-all #2. (H/P, P*n, D) -> (H, n, D); identity for P = 1."""
+    return y if ctx.size == 1 else _HeadToSeq.apply(y, ctx)
+
+
+def _ring_shift(t: Tensor, ctx: CommContext, phase: str) -> Tensor:
+    """Send ``t`` to ring rank r+1 and receive the same shape from r-1."""
+    nxt = dist.get_global_rank(ctx.group, (ctx.rank + 1) % ctx.size)
+    prv = dist.get_global_rank(ctx.group, (ctx.rank - 1) % ctx.size)
+    t = t.contiguous()
+    buf = torch.empty_like(t)
+    reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, t, nxt, ctx.group),
+                                   dist.P2POp(dist.irecv, buf, prv, ctx.group)])
+    for r in reqs:
+        r.wait()
+    ctx.log("ring", phase, t.numel() * t.element_size())
+    return buf
+
+
+class _RingAttention(torch.autograd.Function):
+    @staticmethod
+    def forward(fctx, q, k, v, kernel_for, ctx):
+        kv = torch.stack([k, v])  # (2, H, n_k, D)
+        out = lse = None
+        for step in range(ctx.size):
+            owner = (ctx.rank - step) % ctx.size
+            o_b, l_b = kernel_for(owner)(q, kv[0], kv[1])
+            out, lse = (o_b, l_b) if out is None else merge_attention(out, lse, o_b, l_b)
+            if step < ctx.size - 1:
+                kv = _ring_shift(kv, ctx, "forward")
+        fctx.save_for_backward(q, k, v, out, lse)
+        fctx.kernel_for, fctx.comm = kernel_for, ctx
+        return out
+
+    @staticmethod
+    def backward(fctx, dout):
+        q, k, v, out, lse = fctx.saved_tensors
+        ctx = fctx.comm
+        lse_safe = torch.where(torch.isfinite(lse), lse, torch.zeros_like(lse))
+        dq = torch.zeros_like(q)
+        kv, dkv = torch.stack([k, v]), torch.zeros((2, *k.shape), dtype=k.dtype)
+        for step in range(ctx.size):
+            owner = (ctx.rank - step) % ctx.size
+            with torch.enable_grad():
+                qd, kd, vd = (t.detach().requires_grad_() for t in (q, kv[0], kv[1]))
+                o_b, l_b = fctx.kernel_for(owner)(qd, kd, vd)
+                # out = sum_b w_b o_b with w_b = exp(l_b - lse): dL/do_b = w_b dout, dL/dl_b = w_b <dout, o_b - out>.
+                w = torch.exp(l_b.detach() - lse_safe)  # (H, n_q), 0 on empty rows
+                g_out = w.unsqueeze(-1) * dout
+                g_lse = w * (dout * (o_b.detach() - out)).sum(-1)
+                grads = torch.autograd.grad((o_b, l_b), (qd, kd, vd), (g_out, g_lse), allow_unused=True)
+            dq += grads[0] if grads[0] is not None else 0
+            dkv[0] += grads[1] if grads[1] is not None else 0
+            dkv[1] += grads[2] if grads[2] is not None else 0
+            if ctx.size > 1:
+                if step < ctx.size - 1:
+                    both = _ring_shift(torch.cat([kv, dkv]), ctx, "backward")  # (4, H, n_k, D)
+                    kv, dkv = both[:2], both[2:]
+                else:  # one last hop brings the finished dK/dV home
+                    dkv = _ring_shift(dkv, ctx, "backward")
+        return dq, dkv[0], dkv[1], None, None
+
+
+def ring_attention(q: Tensor, k: Tensor, v: Tensor, kernel_for: Callable[[int], BlockKernel],
+                   ctx: CommContext) -> Tensor:
+    """Attention of my queries over the keys of every ring rank. ``kernel_for(owner)`` returns the block kernel
+    for the keys owned by ring rank ``owner`` (it knows that block's mask / edges).
+
+    Shapes: q (H, n_q, D), k and v (H, n_k, D) (same n_k on every rank) -> out (H, n_q, D).
+    """
+    return _RingAttention.apply(q, k, v, kernel_for, ctx)
+
+
+@dataclass(frozen=True)
+class HaloPlan:
+    """Which of my rows each rank needs (send side) and how many rows I get from each rank (receive side)."""
+
+    send_rows: Tensor  # (S,) local row ids, grouped by destination rank in rank order
+    send_counts: tuple[int, ...]  # (P,)
+    recv_counts: tuple[int, ...]  # (P,)
+
+
+class _Halo(torch.autograd.Function):
+    @staticmethod
+    def forward(fctx, x, plan, ctx):
+        fctx.plan, fctx.comm, fctx.num_rows = plan, ctx, x.shape[0]
+        send = x[plan.send_rows].contiguous()  # (S, C)
+        recv = x.new_empty((sum(plan.recv_counts), *x.shape[1:]))
+        dist.all_to_all_single(recv, send, list(plan.recv_counts), list(plan.send_counts), group=ctx.group)
+        row_bytes = x[:1].numel() * x.element_size()
+        ctx.log("halo", "forward", row_bytes * (send.shape[0] - plan.send_counts[ctx.rank]))
+        return recv
+
+    @staticmethod
+    def backward(fctx, grad):
+        plan, ctx = fctx.plan, fctx.comm
+        grad = grad.contiguous()
+        back = grad.new_empty((sum(plan.send_counts), *grad.shape[1:]))
+        dist.all_to_all_single(back, grad, list(plan.send_counts), list(plan.recv_counts), group=ctx.group)
+        row_bytes = grad[:1].numel() * grad.element_size()
+        ctx.log("halo", "backward", row_bytes * (grad.shape[0] - plan.recv_counts[ctx.rank]))
+        dx = grad.new_zeros((fctx.num_rows, *grad.shape[1:])).index_add(0, plan.send_rows, back)
+        return dx, None, None
+
+
+def halo_exchange(x: Tensor, plan: HaloPlan, ctx: CommContext) -> Tensor:
+    """Rows of ``x`` (n, ...) that other ranks need -> the rows I need from them (R, ...), in rank order."""
+    if ctx.size == 1:
+        return x[plan.send_rows]
+    return _Halo.apply(x, plan, ctx)

@@ -1,0 +1,218 @@
+"""Sequence parallelism for a built :class:`~graphtransformer.model.GraphTransformer`, applied by one function.
+
+Layout over a 2-D DeviceMesh ``("cp", "hp")`` (USP "ulysses-low": the head-parallel group is contiguous ranks):
+the node sequence, padded to ``N_pad = ceil(N / W) * W`` rows (W = cp * hp), is cut into W equal chunks and world
+rank ``w = cp_idx * hp + hp_idx`` owns chunk ``w`` (n = N_pad / W rows). Row-wise modules (projections, norms,
+FFN, head) run on local rows unchanged; only attention communicates:
+
+* dense layers (and sparse ones with ``sparse_comm="ring"``): Ulysses all-to-all over ``hp`` (heads -> ranks,
+  so each rank holds block ``cp_idx`` of B = hp * n rows for H / hp heads), then ring attention over ``cp`` with
+  the LSE merge, then the inverse all-to-all. ``hp = 1`` is pure ring, ``cp = 1`` pure Ulysses. Padded keys are
+  masked out.
+* sparse / cluster layers with ``sparse_comm="halo"`` (communication-light): each rank receives only the K/V rows
+  of remote nodes that have an edge into its own rows (sparse all-to-all over the whole world), then runs the
+  edge-list kernel locally. Cost ~ cut edges, not N.
+
+Parameters stay replicated; after ``backward`` call :func:`sync_gradients` (sum over the world: the loss is a sum of
+per-rank row losses). The model file never imports ``torch.distributed``; this file does the swap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch import Tensor, nn
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+
+from graphtransformer.attention import dense_attention, sparse_attention
+from graphtransformer.comm import (
+    CommContext,
+    CommCounter,
+    HaloPlan,
+    halo_exchange,
+    head_to_seq,
+    ring_attention,
+    seq_to_head,
+)
+from graphtransformer.model import ATTENTION_KINDS, AttentionGraph, GraphTransformer
+
+SPARSE_COMMS = ("halo", "ring")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SequenceParallelConfig:
+    cp: int = 1  # context-parallel (ring) degree
+    hp: int = 1  # head-parallel (Ulysses) degree
+    sparse_comm: str = "halo"  # how sparse/cluster layers communicate
+
+    def __post_init__(self):
+        if self.cp < 1 or self.hp < 1:
+            raise ValueError(f"SequenceParallelConfig: cp={self.cp}, hp={self.hp}; both must be >= 1")
+        if self.sparse_comm not in SPARSE_COMMS:
+            raise ValueError(f"SequenceParallelConfig: sparse_comm={self.sparse_comm!r}; valid: {SPARSE_COMMS}")
+
+    @property
+    def world_size(self) -> int:
+        return self.cp * self.hp
+
+
+def build_mesh(cfg: SequenceParallelConfig, device_type: str = "cpu") -> DeviceMesh:
+    """The ("cp", "hp") mesh; the process group must already be initialised with cp * hp ranks."""
+    if not dist.is_initialized():
+        raise RuntimeError("build_mesh: call torch.distributed.init_process_group first (torchrun sets the env)")
+    world = dist.get_world_size()
+    if world != cfg.world_size:
+        raise ValueError(f"build_mesh: cp({cfg.cp}) * hp({cfg.hp}) = {cfg.world_size} != WORLD_SIZE({world}); "
+                         f"launch {cfg.world_size} processes or change --cp/--hp")
+    return init_device_mesh(device_type, (cfg.cp, cfg.hp), mesh_dim_names=("cp", "hp"))
+
+
+@dataclass(frozen=True)
+class ShardedGraph:
+    """This rank's view of an :class:`AttentionGraph` under the layout above."""
+
+    num_nodes: int
+    num_padded: int
+    rows_per_rank: int  # n
+    rank: int  # world rank = chunk index
+    cp: int
+    hp: int
+    degree: Tensor  # (n,) local rows (0 on padding)
+    halo_plan: HaloPlan
+    halo_edges: Tensor  # (2, E_local): dst local row, src in [0, n) local or n + index into the halo rows
+    ring_edges: tuple[Tensor, ...]  # per ring owner j: (2, E_cj) block-local (src, dst) of my cp block
+    ring_key_valid: tuple[Tensor, ...]  # per ring owner j: (1, B) bool, False on padded keys
+
+    @property
+    def row_slice(self) -> slice:
+        return slice(self.rank * self.rows_per_rank, (self.rank + 1) * self.rows_per_rank)
+
+
+def _halo(edge_index: Tensor, n: int, world: int, rank: int) -> tuple[HaloPlan, Tensor]:
+    src, dst = edge_index
+    own_src, own_dst = src // n, dst // n
+    mine = own_dst == rank
+    s, d = src[mine], dst[mine] - rank * n
+    remote = own_src[mine] != rank
+    need = torch.unique(s[remote])  # sorted global ids = grouped by owner in rank order
+    recv_counts = torch.bincount(need // n, minlength=world)
+    local_src = torch.where(remote, n + torch.searchsorted(need, s), s - rank * n)
+    out = (own_src == rank) & (own_dst != rank)
+    pairs = torch.unique(torch.stack([own_dst[out], src[out]]), dim=1)  # sorted by (dest rank, node id)
+    send_counts = torch.bincount(pairs[0], minlength=world)
+    plan = HaloPlan(pairs[1] - rank * n, tuple(send_counts.tolist()), tuple(recv_counts.tolist()))
+    return plan, torch.stack([local_src, d])
+
+
+def shard_graph(graph: AttentionGraph, cfg: SequenceParallelConfig, rank: int) -> ShardedGraph:
+    """Precompute everything rank ``rank`` needs (every rank holds the full edge list; features stay sharded)."""
+    world = cfg.world_size
+    n = -(-graph.num_nodes // world)
+    n_pad, block = n * world, n * cfg.hp
+    cp_idx = rank // cfg.hp
+    degree = torch.zeros(n_pad, dtype=torch.int64)
+    degree[: graph.num_nodes] = graph.degree
+    plan, halo_edges = _halo(graph.edge_index, n, world, rank)
+    src, dst = graph.edge_index
+    in_block = dst // block == cp_idx
+    ring_edges, key_valid = [], []
+    for j in range(cfg.cp):
+        sel = in_block & (src // block == j)
+        ring_edges.append(torch.stack([src[sel] - j * block, dst[sel] - cp_idx * block]))
+        key_valid.append((j * block + torch.arange(block) < graph.num_nodes).unsqueeze(0))
+    return ShardedGraph(graph.num_nodes, n_pad, n, rank, cfg.cp, cfg.hp, degree[rank * n:(rank + 1) * n],
+                        plan, halo_edges, tuple(ring_edges), tuple(key_valid))
+
+
+def shard_rows(t: Tensor, sharded: ShardedGraph) -> Tensor:
+    """My rows of a per-node tensor (N, ...) -> (n, ...), zero rows for padding."""
+    padded = t.new_zeros((sharded.num_padded, *t.shape[1:]))
+    padded[: sharded.num_nodes] = t
+    return padded[sharded.row_slice]
+
+
+def unshard_rows(local: Tensor, sharded: ShardedGraph) -> Tensor:
+    """All-gather every rank's rows (n, ...) -> (N, ...) (no autograd; for evaluation)."""
+    parts = [torch.empty_like(local) for _ in range(dist.get_world_size())]
+    dist.all_gather(parts, local.contiguous())
+    return torch.cat(parts)[: sharded.num_nodes]
+
+
+class DistributedAttentionCore(nn.Module):
+    """Drop-in for :class:`~graphtransformer.model.AttentionCore` on local rows: forward(q, k, v (H, n, D),
+    sharded, kind) -> (H, n, D)."""
+
+    def __init__(self, mesh: DeviceMesh, layer: str, sparse_comm: str, counter: CommCounter | None):
+        super().__init__()
+        self.layer, self.sparse_comm, self.counter = layer, sparse_comm, counter
+        self.cp_group, self.hp_group = mesh.get_group("cp"), mesh.get_group("hp")
+        self.cp_rank, self.hp_rank = mesh.get_local_rank("cp"), mesh.get_local_rank("hp")
+        self.cp_size, self.hp_size = mesh.size(0), mesh.size(1)
+
+    def _ctx(self, group, size: int, rank: int) -> CommContext:
+        return CommContext(group, size, rank, self.counter, self.layer)
+
+    def forward(self, q: Tensor, k: Tensor, v: Tensor, graph: ShardedGraph, kind: str) -> Tensor:
+        if kind not in ATTENTION_KINDS:
+            raise ValueError(f"DistributedAttentionCore: unknown kind {kind!r}; valid: {ATTENTION_KINDS}")
+        if kind != "dense" and self.sparse_comm == "halo":
+            return self._halo(q, k, v, graph)
+        return self._ulysses_ring(q, k, v, graph, kind)
+
+    def _halo(self, q: Tensor, k: Tensor, v: Tensor, graph: ShardedGraph) -> Tensor:
+        ctx = self._ctx(dist.group.WORLD, dist.get_world_size(), dist.get_rank())
+        kv = torch.stack([k, v]).permute(2, 0, 1, 3)  # (n, 2, H, D): rows first for the row exchange
+        remote = halo_exchange(kv, graph.halo_plan, ctx)  # (R, 2, H, D)
+        keys = torch.cat([kv, remote]).permute(1, 2, 0, 3)  # (2, H, n + R, D)
+        # The cluster kernel's tiles are a single-device layout; across ranks the same math runs edge-wise.
+        return sparse_attention(q, keys[0], keys[1], graph.halo_edges)[0]
+
+    def _ulysses_ring(self, q: Tensor, k: Tensor, v: Tensor, graph: ShardedGraph, kind: str) -> Tensor:
+        hp = self._ctx(self.hp_group, self.hp_size, self.hp_rank)
+        ring = self._ctx(self.cp_group, self.cp_size, self.cp_rank)
+        qh, kh, vh = (seq_to_head(t, hp) for t in (q, k, v))  # (H/hp, B, D), my cp block
+
+        def kernel_for(owner: int):
+            if kind == "dense":
+                valid = graph.ring_key_valid[owner]
+                return lambda a, b, c: dense_attention(a, b, c, valid)
+            edges = graph.ring_edges[owner]
+            return lambda a, b, c: sparse_attention(a, b, c, edges)
+
+        out = ring_attention(qh, kh, vh, kernel_for, ring)  # (H/hp, B, D)
+        return head_to_seq(out, hp)  # (H, n, D)
+
+
+def parallelize_graph_transformer(model: GraphTransformer, mesh: DeviceMesh, cfg: SequenceParallelConfig,
+                                  counter: CommCounter | None = None) -> GraphTransformer:
+    """Swap every layer's attention core for the distributed one (in place; returns the model)."""
+    heads = model.cfg.num_heads
+    if heads % cfg.hp:
+        raise ValueError(f"parallelize_graph_transformer: num_heads={heads} is not divisible by hp={cfg.hp}; "
+                         f"use hp in {[d for d in range(1, heads + 1) if heads % d == 0]} and put the rest in cp")
+    if mesh.mesh_dim_names != ("cp", "hp"):
+        raise ValueError(f"parallelize_graph_transformer: mesh dims {mesh.mesh_dim_names}; build it with build_mesh")
+    if (mesh.size(0), mesh.size(1)) != (cfg.cp, cfg.hp):
+        raise ValueError(f"parallelize_graph_transformer: mesh shape {(mesh.size(0), mesh.size(1))} != "
+                         f"(cp={cfg.cp}, hp={cfg.hp})")
+    if dist.get_world_size() != mesh.size():
+        raise ValueError(f"parallelize_graph_transformer: mesh has {mesh.size()} ranks but WORLD_SIZE is "
+                         f"{dist.get_world_size()}; the mesh must span the world")
+    for i, layer in enumerate(model.layers):
+        layer.attn.core = DistributedAttentionCore(mesh, f"layers.{i}", cfg.sparse_comm, counter)
+    return model
+
+
+def broadcast_parameters(model: nn.Module, src: int = 0) -> None:
+    """Make every rank start from rank ``src``'s parameters."""
+    for p in model.parameters():
+        dist.broadcast(p.data, src)
+
+
+def sync_gradients(model: nn.Module) -> None:
+    """Sum parameter gradients over the world (per-rank losses are partial sums of one global loss)."""
+    for p in model.parameters():
+        if p.grad is not None:
+            dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
