@@ -97,7 +97,7 @@ def seed_everything(seed: int) -> None:
 
 
 def wants_sparse_input(model: nn.Module, graph: GraphData) -> bool:
-    """Feed input features as a sparse tensor when they are large and sparse (density < 5%, > 10M entries)
+    """Feed input features as a sparse tensor when they are large and sparse (density < 5%, > 1M entries)
     and the first layer transforms before aggregating, so it never densifies them. Same math, less time."""
     from gnn.models import SPARSE_INPUT_ARCHS
 
@@ -105,7 +105,7 @@ def wants_sparse_input(model: nn.Module, graph: GraphData) -> bool:
     if graph.task != "node" or arch not in SPARSE_INPUT_ARCHS or getattr(model, "_quant_config", None):
         return False
     x = graph.data.x
-    return x.numel() > 10_000_000 and float((x != 0).float().mean()) < 0.05
+    return x.numel() > 1_000_000 and float((x != 0).float().mean()) < 0.05
 
 
 def _is_better(val_acc: float, val_loss: float, best_acc: float, best_loss: float) -> bool:
