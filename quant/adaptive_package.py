@@ -29,6 +29,9 @@ fixes them as follows. Every item is a *model assumption* of this project, and t
    ``first_node`` (uint32, node of value 0), ``first_value`` (uint32, rank of value 0 among that node's non-zeros:
    non-zero when the node continues from the previous package) and ``num_values`` (uint8, valid values; <= 93).
    Values of a package belong to ``first_node`` and then to the following nodes with a non-zero bitmap row.
+   Cost: 9 bytes per package, stored as is (``AdaptivePackageStream.nbytes``). With short runs (bitwidths that
+   alternate between neighbouring node IDs) packages are short and this record dominates; sort or relabel nodes
+   by bitwidth before encoding, or compare with :mod:`quant.packing` via :func:`quant.storage.measure_adaptive_package`.
 
 The hardware decoder emits one beat ``(node, feature, code)`` per non-zero value in stream order
 (:func:`decode_beats`); zero features are implied by the bitmap and never emitted.

@@ -83,6 +83,13 @@ class QuantizedGCNLayer:
     psum_bits: int = 16
 
     def __post_init__(self) -> None:
+        for name in ("x_steps", "w_steps", "xw_steps", "agg_steps", "bias", "out_steps"):
+            if getattr(self, name) is not None:  # frozen: normalise dtypes once, here
+                object.__setattr__(self, name, np.asarray(getattr(self, name), dtype=np.float64))
+        for name in ("x_bits", "xw_bits", "agg_bits", "out_bits"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, np.asarray(getattr(self, name), dtype=np.int64))
+        object.__setattr__(self, "w_codes", np.asarray(self.w_codes, dtype=np.int8))
         n = self.x_steps.shape[0]
         f_out, _ = self.w_codes.shape
         for name, arr, shape in [("x_bits", self.x_bits, (n,)), ("w_steps", self.w_steps, (f_out,)),
