@@ -87,3 +87,17 @@ def test_truncated_payload_rejected():
     from dataclasses import replace
     with pytest.raises(ValueError, match="truncated"):
         unpack_rows(replace(p, payload=p.payload[:-1]))
+
+
+def test_dequantised_packed_codes_equal_fake_quant_output():
+    """Storage is lossless w.r.t. the quantizer: s * unpack(pack(q)) == fake-quant output, bit for bit."""
+    from quant.integer_gnn import fake_quant
+
+    rng = np.random.default_rng(11)
+    x = rng.normal(size=(50, 13))
+    bits = rng.integers(0, 9, size=50)
+    step = np.abs(rng.normal(0.2, 0.1, size=50)) + 1e-3
+    q = fake_quant(x, step[:, None], bits[:, None])  # float64 codes
+    fq = q * step[:, None]  # A2Q fake-quant output
+    restored = unpack_rows(pack_rows(q.astype(np.int8), bits)).astype(np.float64) * step[:, None]
+    assert np.array_equal(restored, fq)
