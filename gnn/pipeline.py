@@ -36,8 +36,28 @@ def step_train(ctx: dict) -> None:
     print(format_table([out]))
 
 
+def _lazy(module: str, function: str) -> Callable[[dict], None]:
+    """A step implemented in another package, imported only when the step runs."""
+
+    def run(ctx: dict) -> None:
+        import importlib
+
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as e:
+            if e.name != module:
+                raise  # a broken dependency is an error, not a skip
+            print(f"   skipped: {module} is not available in this checkout")
+            return
+        getattr(mod, function)(ctx)
+
+    return run
+
+
 STEPS: list[Step] = [
     Step("train", step_train, "train the FP32 model over seeds, validation-selected"),
+    Step("quantize", _lazy("quant.pipeline_steps", "step_quantize"), "train the A2Q-quantized model (same seeds)"),
+    Step("export", _lazy("quant.pipeline_steps", "step_export"), "export the quantized model for the accelerator"),
 ]
 
 
