@@ -1,0 +1,169 @@
+"""Row codecs for halo rows: encode a (N, F) float block into one flat uint8 payload and back.
+
+Pure functions, shared by the halo exchange, the tests and the benchmarks. Every payload has exactly
+``num_bytes(codec, N, F)`` bytes, so a receiver knows each peer's chunk size without a header.
+
+Codecs (``CODECS``):
+  * ``fp32``, ``fp16``: plain casts, 4F and 2F bytes per row.
+  * ``int8``/``int4``/``int2``/``int1``: Sylvie's Low-bit Module (arXiv 2303.01277): per-row min/max asymmetric
+    uniform quantization with stochastic rounding (unbiased), b-bit codes packed 8/b per byte within a row,
+    fp16 row minimum and fp16 step per row. Bytes per row: ceil(F b / 8) + 4. With 1 bit every value becomes
+    the row min or the row max. Constant rows (max == min) decode exactly (step 0, no division by zero).
+  * ``int1-2c``: a contractive one-bit code: bit = x > row mean, and the two fp16 centroids (means of the two
+    sides) per row; same ceil(F/8) + 4 bytes per row. Deterministic; ||x - C(x)||^2 <= ||x - mean(x)||^2.
+
+Payload layout: [packed codes (N * row_code_bytes) | metadata (N, 2) fp16 as bytes (N * 4)].
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+CODECS = ("fp32", "fp16", "int8", "int4", "int2", "int1", "int1-2c")
+_BITS = {"int8": 8, "int4": 4, "int2": 2, "int1": 1, "int1-2c": 1}
+META_BYTES_PER_ROW = 4  # two fp16 numbers per row
+
+
+def check_codec(codec: str) -> None:
+    if codec not in CODECS:
+        raise ValueError(f"unknown codec {codec!r}; valid codecs: {', '.join(CODECS)}")
+
+
+def bits_of(codec: str) -> int:
+    """Bits per value of ``codec`` (32 for fp32, 16 for fp16)."""
+    check_codec(codec)
+    return {"fp32": 32, "fp16": 16}.get(codec) or _BITS[codec]
+
+
+def row_bytes(codec: str, num_features: int) -> int:
+    """Bytes of one encoded row of width F: 4F, 2F, or ceil(F b / 8) + 4 for the integer codecs."""
+    check_codec(codec)
+    if codec == "fp32":
+        return 4 * num_features
+    if codec == "fp16":
+        return 2 * num_features
+    return math.ceil(num_features * _BITS[codec] / 8) + META_BYTES_PER_ROW
+
+
+def num_bytes(codec: str, num_rows: int, num_features: int) -> int:
+    """Exact payload size of ``encode`` for a (num_rows, num_features) block."""
+    return num_rows * row_bytes(codec, num_features)
+
+
+def pack_bits(codes: Tensor, bits: int) -> Tensor:
+    """Pack integer codes in [0, 2^bits) along each row, first value in the lowest bits.
+
+    Shapes: codes (N, F) integer -> (N, ceil(F bits / 8)) uint8.
+    """
+    n, f = codes.shape
+    per_byte = 8 // bits
+    pad = (-f) % per_byte
+    nbytes = (f + pad) // per_byte
+    c = torch.nn.functional.pad(codes.to(torch.uint8), (0, pad)).view(n, nbytes, per_byte)  # (N, B, 8/b)
+    shifts = torch.arange(per_byte, dtype=torch.uint8, device=codes.device) * bits  # (8/b,)
+    return (c << shifts).sum(dim=-1, dtype=torch.uint8)  # disjoint bit fields: sum == or
+
+
+def unpack_bits(packed: Tensor, bits: int, num_features: int) -> Tensor:
+    """Inverse of `pack_bits`. Shapes: (N, B) uint8 -> (N, num_features) uint8."""
+    per_byte = 8 // bits
+    shifts = torch.arange(per_byte, dtype=torch.uint8, device=packed.device) * bits
+    mask = (1 << bits) - 1
+    codes = (packed.unsqueeze(-1) >> shifts) & mask  # (N, B, 8/b)
+    return codes.reshape(packed.size(0), packed.size(1) * per_byte)[:, :num_features]
+
+
+def _fp16_down(x: Tensor) -> Tensor:
+    """The largest fp16 value <= x (x float32), so that a rounded minimum still covers the row."""
+    h = x.clamp(-65504.0, 65504.0).half()
+    return torch.where(h.float() > x, torch.nextafter(h, torch.full_like(h, -math.inf)), h)
+
+
+def _fp16_up(x: Tensor) -> Tensor:
+    """The smallest fp16 value >= x (x float32, >= 0)."""
+    h = x.clamp(max=65504.0).half()
+    return torch.where(h.float() < x, torch.nextafter(h, torch.full_like(h, math.inf)), h)
+
+
+def quantize_rows(x: Tensor, bits: int, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor, Tensor]:
+    """Per-row min/max asymmetric uniform quantization with stochastic rounding.
+
+    code = floor((x - mn) / step + U[0, 1)), step = (max - mn) / (2^bits - 1); mn and step are rounded to fp16
+    outward (mn down, step up) before use, so codes stay in range and E[code * step + mn] = x exactly.
+
+    Shapes: x (N, F) float -> codes (N, F) uint8, mn (N,) fp16, step (N,) fp16.
+    """
+    qmax = (1 << bits) - 1
+    x = x.float()
+    mn16 = _fp16_down(x.amin(dim=1))  # (N,)
+    step16 = _fp16_up((x.amax(dim=1) - mn16.float()) / qmax)  # (N,)
+    mn, step = mn16.float()[:, None], step16.float()[:, None]
+    # Constant rows (and rows narrower than fp16 resolution) have step 0: send code 0, decode mn exactly.
+    y = torch.where(step > 0, (x - mn) / step.clamp_min(1e-30), torch.zeros_like(x))  # (N, F) in [0, qmax]
+    noise = torch.rand(x.shape, generator=generator, device=x.device)
+    codes = torch.floor(y + noise).clamp_(0, qmax).to(torch.uint8)
+    return codes, mn16, step16
+
+
+def two_centroid_rows(x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Contractive one-bit code: bit = x > row mean; centroids = fp16 means of the two sides.
+
+    Shapes: x (N, F) float -> bits (N, F) uint8, low (N,) fp16, high (N,) fp16.
+    """
+    x = x.float()
+    mean = x.mean(dim=1, keepdim=True)  # (N, 1)
+    hi = x > mean  # (N, F)
+    n_hi = hi.sum(dim=1)
+    n_lo = x.size(1) - n_hi
+    sum_hi = torch.where(hi, x, torch.zeros_like(x)).sum(dim=1)
+    sum_lo = x.sum(dim=1) - sum_hi
+    # An empty side (constant row) takes the row mean, so the row decodes exactly.
+    high = torch.where(n_hi > 0, sum_hi / n_hi.clamp_min(1), mean[:, 0])
+    low = torch.where(n_lo > 0, sum_lo / n_lo.clamp_min(1), mean[:, 0])
+    return hi.to(torch.uint8), low.clamp(-65504, 65504).half(), high.clamp(-65504, 65504).half()
+
+
+def encode(x: Tensor, codec: str, generator: torch.Generator | None = None) -> Tensor:
+    """Encode rows into one flat payload. Shapes: x (N, F) -> (num_bytes(codec, N, F),) uint8."""
+    check_codec(codec)
+    n, f = x.shape
+    if codec == "fp32":
+        return x.detach().float().contiguous().view(torch.uint8).reshape(-1)
+    if codec == "fp16":
+        return x.detach().clamp(-65504, 65504).half().contiguous().view(torch.uint8).reshape(-1)
+    x = x.detach()
+    if codec == "int1-2c":
+        codes, a, b = two_centroid_rows(x)
+    else:
+        codes, a, b = quantize_rows(x, _BITS[codec], generator)
+    packed = pack_bits(codes, _BITS[codec]).reshape(-1)  # (N * ceil(F b / 8),)
+    meta = torch.stack([a, b], dim=1).contiguous().view(torch.uint8).reshape(-1)  # (N * 4,)
+    return torch.cat([packed, meta])
+
+
+def decode(payload: Tensor, codec: str, num_rows: int, num_features: int) -> Tensor:
+    """Inverse of `encode`. Shapes: (num_bytes(codec, N, F),) uint8 -> (N, F) float32."""
+    check_codec(codec)
+    n, f = num_rows, num_features
+    expected = num_bytes(codec, n, f)
+    if payload.numel() != expected:
+        raise ValueError(f"decode: payload of {payload.numel()} B for codec {codec!r} and ({n}, {f}); "
+                         f"expected {expected} B")
+    payload = payload.contiguous()
+    if n == 0:
+        return torch.zeros((0, f), dtype=torch.float32, device=payload.device)
+    if codec == "fp32":
+        return payload.view(torch.float32).view(n, f).clone()
+    if codec == "fp16":
+        return payload.view(torch.float16).view(n, f).float()
+    bits = _BITS[codec]
+    code_bytes = n * math.ceil(f * bits / 8)
+    codes = unpack_bits(payload[:code_bytes].view(n, code_bytes // max(n, 1)), bits, f).float()  # (N, F)
+    meta = payload[code_bytes:].clone().view(torch.float16).view(n, 2).float()  # (N, 2)
+    a, b = meta[:, :1], meta[:, 1:]
+    if codec == "int1-2c":
+        return torch.where(codes > 0, b, a)
+    return codes * b + a

@@ -1,0 +1,147 @@
+"""`parallelize_gnn`: turn a built single-device `gnn.models.GNN` into a partition-parallel one.
+
+Order of what is applied (documented here only):
+  1. every conv is wrapped in `HaloConv`: before message passing it fetches the halo rows of its input
+     (`distributed.halo`), runs the unchanged conv on the local+halo subgraph and keeps the owned rows;
+  2. GCN convs get the normalisation of the GLOBAL graph (global degrees of owned and halo nodes), so that
+     results equal single-process training;
+  3. parameters are broadcast from rank 0; `DistGNN.sync_gradients` all-reduces (sums) weight gradients
+     in one flat bucket after each backward.
+The layer-0 input is exchanged once, in fp32, at the first step (Sylvie/PipeGCN's pre-processing): input
+features carry no gradient. Dropout of layer 0's halo rows is then drawn by the receiver; every other layer
+exchanges owner-dropped rows, so with dropout 0 the result is exact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from distributed.halo import ByteCounter, ExchangeConfig, HaloExchanger, Transfer, halo_exchange
+from distributed.partition import Partition
+from gnn.conv import GCNConv
+from gnn.models import GNN
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParallelConfig:
+    """Attributes:
+        exchange: how halo rows travel (`ExchangeConfig`).
+        seed: seed of the stochastic-rounding generator (offset by rank).
+    """
+
+    exchange: ExchangeConfig = field(default_factory=ExchangeConfig)
+    seed: int = 0
+
+
+def global_gcn_edges(part: Partition, dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
+    """GCN edges of the local subgraph with weights 1/sqrt(deg_i deg_j) from GLOBAL degrees (+1 self loop).
+
+    Self loops are added for owned nodes only (halo outputs are discarded). Shapes: -> ((2, E_r + N_o), (E_r + N_o,)).
+    """
+    loops = torch.arange(part.num_owned).repeat(2, 1)
+    ei = torch.cat([part.edge_index, loops], dim=1)
+    dinv = (part.degree.to(dtype) + 1).rsqrt()  # (N_o + N_h,)
+    return ei, dinv[ei[0]] * dinv[ei[1]]
+
+
+class GlobalGCNNorm:
+    """Stands in for `GCNConv.normalized_edges`: returns the precomputed global-degree normalisation."""
+
+    def __init__(self, part: Partition) -> None:
+        self.edges = global_gcn_edges(part)
+
+    def __call__(self, edge_index: Tensor, num_nodes: int, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+        ei, w = self.edges
+        return ei.to(edge_index.device), w.to(device=edge_index.device, dtype=dtype)
+
+
+class HaloConv(nn.Module):
+    """conv(cat(x_own, halo(x_own)), local edges)[:N_o]. Shapes: x_own (N_o, F_in) -> (N_o, F_out)."""
+
+    def __init__(self, conv: nn.Module, exchanger: HaloExchanger, num_owned: int) -> None:
+        super().__init__()
+        self.conv, self.exchanger, self.num_owned = conv, exchanger, num_owned
+        self.input_halo: Tensor | None = None  # layer 0 only: fp32 halo of the raw input features
+        self.input_dropout = 0.0
+
+    def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        if self.input_halo is not None:
+            halo = F.dropout(self.input_halo, self.input_dropout, self.training)  # (N_h, F_in)
+        else:
+            halo = halo_exchange(x, self.exchanger, self.training)  # (N_h, F_in)
+        out = self.conv(torch.cat([x, halo]), edge_index)  # (N_o + N_h, F_out)
+        return out[: self.num_owned]
+
+
+class DistGNN(nn.Module):
+    """A `GNN` whose convs exchange halo rows. forward(x_own, edge_index_local) -> (N_o, C) logits of owned nodes."""
+
+    def __init__(self, model: GNN, part: Partition, cfg: ParallelConfig, group=None) -> None:
+        super().__init__()
+        self.module, self.part, self.cfg, self.group = model, part, cfg, group
+        self.counter = ByteCounter()
+        self.generator = torch.Generator().manual_seed(cfg.seed * 1000 + part.rank)
+        self.exchangers = []
+        for i, conv in enumerate(model.convs):
+            ex = HaloExchanger(part, cfg.exchange, i, self.counter, self.generator, group)
+            self.exchangers.append(ex)
+            if isinstance(conv, GCNConv):
+                conv.normalized_edges = GlobalGCNNorm(part)  # instance attribute shadows the method
+            model.convs[i] = HaloConv(conv, ex, part.num_owned)
+        self.module.convs[0].input_dropout = model.cfg.dropout
+        self._input_key: Tensor | None = None
+
+    def set_epoch(self, epoch: int) -> None:
+        for ex in self.exchangers:
+            ex.set_epoch(epoch)
+
+    def _exchange_input(self, x: Tensor) -> None:
+        """Fetch the fp32 halo rows of the raw input once (bytes counted as "setup")."""
+        send = [x.detach()[idx] for idx in self.part.send_index]
+        t = Transfer(send, self.part.recv_counts, "fp32", None, self.group, async_op=False)
+        self.counter.add(-1, 0, "setup", t.num_bytes)
+        self.module.convs[0].input_halo = t.result().to(x.dtype)
+        self._input_key = x
+
+    def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        if x.requires_grad:
+            raise ValueError("DistGNN: input features must not require grad (layer-0 halos are exchanged once)")
+        if self._input_key is not x:
+            self._exchange_input(x)
+        return self.module(x, edge_index)
+
+    def sync_gradients(self) -> None:
+        """Sum every parameter gradient over ranks (one flat all_reduce). Parameters without a gradient
+        contribute zeros, so every rank takes part in the same collective."""
+        params = [p for p in self.module.parameters() if p.requires_grad]
+        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
+        dist.all_reduce(flat)
+        offset = 0
+        for p in params:
+            n = p.numel()
+            p.grad = flat[offset: offset + n].view_as(p).clone()
+            offset += n
+
+
+def parallelize_gnn(model: GNN, part: Partition, cfg: ParallelConfig, group=None) -> DistGNN:
+    """Wrap a built node-level `GNN` for partition-parallel full-graph training (see the module docstring).
+
+    Needs an initialised default process group of ``part.num_parts`` ranks; broadcasts rank 0's parameters.
+    """
+    if not dist.is_initialized():
+        raise RuntimeError("parallelize_gnn: call torch.distributed.init_process_group first")
+    if dist.get_world_size() != part.num_parts:
+        raise ValueError(f"parallelize_gnn: world size {dist.get_world_size()} != {part.num_parts} partitions; "
+                         f"launch {part.num_parts} ranks or repartition")
+    if model.cfg.pool != "none":
+        raise ValueError("parallelize_gnn: only node-level models (pool='none') are partition-parallel")
+    if model.cfg.norm == "batch":
+        raise ValueError("parallelize_gnn: norm='batch' would use per-partition statistics; use 'layer' or 'none'")
+    for p in model.parameters():
+        dist.broadcast(p.data, src=0)
+    return DistGNN(model, part, cfg, group)
