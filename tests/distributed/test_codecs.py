@@ -1,0 +1,112 @@
+"""Codecs: exact byte counts, round-trip error bounds, unbiased stochastic rounding, contractive 1-bit code."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from distributed import codecs
+
+INT = {"int8": 8, "int4": 4, "int2": 2, "int1": 1}
+
+
+@pytest.mark.parametrize("codec", codecs.CODECS)
+@pytest.mark.parametrize("shape", [(7, 13), (1, 1), (0, 5), (33, 256)])
+def test_payload_size_equals_formula(codec, shape):
+    n, f = shape
+    formula = {"fp32": 4 * f, "fp16": 2 * f}.get(codec, math.ceil(f * codecs.bits_of(codec) / 8) + 4) * n
+    payload = codecs.encode(torch.randn(n, f), codec)
+    assert payload.dtype == torch.uint8 and payload.numel() == formula == codecs.num_bytes(codec, n, f)
+    assert codecs.decode(payload, codec, n, f).shape == (n, f)
+
+
+@pytest.mark.parametrize("bits", [1, 2, 4, 8])
+def test_pack_unpack_round_trip_against_numpy(bits):
+    codes = torch.randint(0, 1 << bits, (5, 11), dtype=torch.uint8)
+    packed = codecs.pack_bits(codes, bits)
+    assert torch.equal(codecs.unpack_bits(packed, bits, 11), codes)
+    if bits == 1:  # independent reference: numpy little-endian bit packing within a row
+        ref = np.packbits(codes.numpy(), axis=1, bitorder="little")
+        assert np.array_equal(packed.numpy(), ref)
+
+
+def test_fp_codecs():
+    x = torch.randn(6, 9)
+    assert torch.equal(codecs.decode(codecs.encode(x, "fp32"), "fp32", 6, 9), x)
+    y = codecs.decode(codecs.encode(x, "fp16"), "fp16", 6, 9)
+    assert torch.allclose(y, x.double().half().double().float(), atol=0)
+
+
+@pytest.mark.parametrize("codec", list(INT))
+def test_integer_round_trip_within_one_step(codec):
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(50, 37, dtype=torch.float64).float() * torch.rand(50, 1) * 10
+    y = codecs.decode(codecs.encode(x, codec, g), codec, 50, 37)
+    step = (x.amax(1) - x.amin(1)).double() / ((1 << INT[codec]) - 1)  # float64 reference step
+    err = (y.double() - x.double()).abs().amax(1)
+    fp16_ulp = 2.0 ** -10 * x.abs().amax(1).double()  # metadata travels as fp16
+    assert (err <= step * 1.002 + fp16_ulp).all()
+    # values stay in the row range (up to fp16 rounding of the row minimum)
+    assert (y.double().amin(1) >= x.amin(1).double() - fp16_ulp).all()
+
+
+def test_int1_values_are_row_min_or_max():
+    x = torch.rand(8, 40)
+    y = codecs.decode(codecs.encode(x, "int1"), "int1", 8, 40)
+    lo, hi = x.amin(1, keepdim=True), x.amax(1, keepdim=True)
+    near = torch.minimum((y - lo).abs(), (y - hi).abs())
+    assert (near <= 2e-3 * (hi - lo) + 1e-6).all()
+
+
+@pytest.mark.parametrize("codec", ["int1", "int2", "int4"])
+def test_stochastic_rounding_is_unbiased(codec):
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(4, 64)
+    draws = 4000
+    mean = sum(codecs.decode(codecs.encode(x, codec, g), codec, 4, 64) for _ in range(draws)) / draws
+    step = ((x.amax(1) - x.amin(1)) / ((1 << INT[codec]) - 1))[:, None]
+    # std of one draw <= step / 2, so the mean's error is ~ step / (2 sqrt(draws)); allow 5 sigma
+    assert ((mean - x).abs() <= 5 * step / (2 * math.sqrt(draws)) + 1e-3 * step).all()
+    assert (mean - x).abs().mean() < (step / 50).mean()  # and the single-draw error is much larger
+    single = codecs.decode(codecs.encode(x, codec, g), codec, 4, 64)
+    assert (single - x).abs().mean() > 5 * (mean - x).abs().mean()
+
+
+@pytest.mark.parametrize("codec", list(INT) + ["int1-2c"])
+def test_constant_rows_decode_exactly(codec):
+    x = torch.full((3, 10), 0.75)
+    x[1] = -2.0
+    y = codecs.decode(codecs.encode(x, codec), codec, 3, 10)
+    assert torch.equal(y, x)
+    assert torch.isfinite(y).all()
+
+
+def test_two_centroid_is_contractive_and_beats_min_max():
+    g = torch.Generator().manual_seed(0)
+    x = torch.relu(torch.randn(200, 256, generator=g)) * torch.exp(torch.randn(200, 1, generator=g))
+    y2c = codecs.decode(codecs.encode(x, "int1-2c"), "int1-2c", 200, 256).double()
+    xd = x.double()
+    err = ((y2c - xd) ** 2).sum(1)
+    centred = ((xd - xd.mean(1, keepdim=True)) ** 2).sum(1)
+    assert (err <= centred * 1.001 + 1e-6).all()  # two centroids never worse than the row mean
+    assert (err < (xd ** 2).sum(1)).all()  # contractive
+    # float64 reference of the code: threshold at the mean, centroids = side means
+    hi = xd > xd.mean(1, keepdim=True)
+    ref = torch.where(hi, (xd * hi).sum(1, keepdim=True) / hi.sum(1, keepdim=True),
+                      (xd * ~hi).sum(1, keepdim=True) / (~hi).sum(1, keepdim=True))
+    assert torch.allclose(y2c, ref, rtol=2e-3, atol=1e-4)
+    y1 = codecs.decode(codecs.encode(x, "int1", torch.Generator().manual_seed(1)), "int1", 200, 256).double()
+    assert err.sum() < ((y1 - xd) ** 2).sum()
+
+
+def test_unknown_codec_lists_valid_ones():
+    with pytest.raises(ValueError, match="valid codecs: fp32, fp16, int8"):
+        codecs.encode(torch.zeros(1, 1), "int3")
+    with pytest.raises(ValueError, match="int1-2c"):
+        codecs.num_bytes("bf16", 1, 1)
+
+
+def test_decode_rejects_wrong_size():
+    with pytest.raises(ValueError, match="expected"):
+        codecs.decode(torch.zeros(6, dtype=torch.uint8), "int1", 1, 8)
