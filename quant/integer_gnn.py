@@ -4,26 +4,29 @@ One layer of :class:`gnn.conv.GCNConv`, ``X' = relu(q_agg(Â q_xw(q_in(X) q_w(W)
 (widths and rounding in ``quant/FIXED_POINT.md``):
 
 1. ``acc = x_codes @ w_codes^T`` (int64, checked/saturated to 32 bits); real value ``s_j t_f acc[j, f]``.
-2. XW requant to per-node codes (step ``u_j``, ``xw_bits[j]``): multiplier ``s_j t_f / u_j`` per (j, f).
-3. Aggregation with fixed-point per-edge coefficients ``c_e = round(w_e (u_src / U) 2^frac_bits)``, where ``w_e`` is
-   the GCN weight ``1/sqrt(d_i d_j)`` (self loops counted) and ``U = 2^ceil(log2 max_j u_j)`` is a per-layer power of
-   two, so a coefficient also absorbs the source node's XW step and the sum of codes is well defined; partial sums
-   saturate at ``psum_bits``. Unit of ``psum``: ``U 2^-frac_bits``.
+2. XW requant to codes with step ``u`` and bitwidth ``xw_bits``, multiplier ``s_j t_f / u`` per (j, f). Two XW
+   granularities (``xw_scheme``): ``"node"`` (step ``u_j`` per node) or ``"channel"`` (step ``u_f`` per output
+   channel, what A2Q trains: ``quant.a2q`` scheme ``"channel"``).
+3. Aggregation with fixed-point per-edge coefficients, partial sums saturating at ``psum_bits``:
+
+   * node scheme: ``c_e = round(w_e (u_src / U) 2^frac_bits)``, where ``w_e`` is the GCN weight ``1/sqrt(d_i d_j)``
+     (self loops counted) and ``U = 2^ceil(log2 max_j u_j)`` is a per-layer power of two, so a coefficient also
+     absorbs the source node's XW step and the sum of codes is well defined. psum unit ``U 2^-frac_bits``.
+   * channel scheme: all codes of a channel share the step ``u_f``, so ``c_e = round(w_e 2^frac_bits)`` and the
+     psum of channel f has the unit ``u_f 2^-frac_bits`` (a per-channel psum unit).
 4. Optional ``q_aggregate`` requant (per-node step ``g_i``); the accumulator unit becomes ``g_i 2^-frac_bits``.
-5. Bias in accumulator units ``round(b_f / unit_i)``, ReLU, requant to the next layer's codes (multiplier
-   ``unit_i / s'_i``), or, for the last layer, dequantised logits ``acc * unit_i``.
+5. Bias in accumulator units ``round(b_f / unit)``, ReLU, requant to the next layer's codes (multiplier
+   ``unit / s'_i``), or, for the last layer, dequantised logits ``acc * unit``.
+
+``unit`` is a 2-D array broadcastable to (N, F_out): (N, 1) for per-node units, (1, F_out) for per-channel ones.
 
 :func:`gcn_layer_reference` computes the same layer in float64 with fake-quant (A2Q's round-half-away-from-zero
 quantizer). With ``exact_constants=False`` it uses the integer path's snapped normalisation and bias, and then
 equals the integer path exactly when all scales are powers of two (and no partial sum saturates); with the true
 normalisation and bias the codes agree within one step.
 
-Converting a trained model (``gnn.models.GNN`` with ``arch="gcn"`` whose quant points were calibrated by
-``quant.api``; done by the exporter, not here): per layer ``x_steps``/``x_bits`` = ``q_input``'s per-node step
-``|s_i|`` and ``round(|b_i|)`` (A2Q skips the first layer on binary features: use step 1, 2 bits and the 0/1 features
-as codes); ``w_codes``, ``w_steps`` = ``lin.q_weight``'s codes ``round_haz(clamp(W/t_f))`` and per-output-channel steps
-``t_f``; ``xw_steps``/``xw_bits`` = ``q_xw``; ``agg_steps``/``agg_bits`` = ``q_aggregate`` (or None when it is
-an identity); ``bias`` = ``conv.bias``; ``out_steps``/``out_bits`` = the *next* layer's ``q_input`` (None on the last).
+Converting a trained model (``gnn.models.GNN`` with ``arch="gcn"`` quantized by ``quant.api``) is
+:func:`quant.convert.to_quantized_gcn`.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from quant.fixed_point import (
 )
 
 ACC_BITS = 32
+XW_SCHEMES = ("node", "channel")
 
 
 def round_half_away(v: np.ndarray) -> np.ndarray:
@@ -61,7 +65,8 @@ class QuantizedGCNLayer:
     """Integer parameters of one GCN layer. Shapes: N nodes, F_in -> F_out; steps float64 > 0, bits int.
 
     x_steps (N,), x_bits (N,): input codes' per-node steps and bitwidths. w_codes (F_out, F_in) int8,
-    w_steps (F_out,), w_bits: weight codes per output channel. xw_steps (N,), xw_bits (N,): XW quantizer.
+    w_steps (F_out,), w_bits: weight codes per output channel. xw_steps, xw_bits: XW quantizer, (N,) for
+    ``xw_scheme="node"``, (F_out,) for ``xw_scheme="channel"``.
     agg_steps, agg_bits (N,) or None: aggregation-output quantizer. bias (F_out,) or None.
     out_steps, out_bits (N,) or None: the next layer's input quantizer (None = last layer, returns logits).
     """
@@ -81,6 +86,7 @@ class QuantizedGCNLayer:
     relu: bool = True
     frac_bits: int = 8
     psum_bits: int = 16
+    xw_scheme: str = "node"
 
     def __post_init__(self) -> None:
         for name in ("x_steps", "w_steps", "xw_steps", "agg_steps", "bias", "out_steps"):
@@ -90,10 +96,13 @@ class QuantizedGCNLayer:
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, np.asarray(getattr(self, name), dtype=np.int64))
         object.__setattr__(self, "w_codes", np.asarray(self.w_codes, dtype=np.int8))
+        if self.xw_scheme not in XW_SCHEMES:
+            raise ValueError(f"QuantizedGCNLayer: unknown xw_scheme {self.xw_scheme!r}; valid: {', '.join(XW_SCHEMES)}")
         n = self.x_steps.shape[0]
         f_out, _ = self.w_codes.shape
+        xw_len = n if self.xw_scheme == "node" else f_out
         for name, arr, shape in [("x_bits", self.x_bits, (n,)), ("w_steps", self.w_steps, (f_out,)),
-                                 ("xw_steps", self.xw_steps, (n,)), ("xw_bits", self.xw_bits, (n,)),
+                                 ("xw_steps", self.xw_steps, (xw_len,)), ("xw_bits", self.xw_bits, (xw_len,)),
                                  ("agg_steps", self.agg_steps, (n,)), ("agg_bits", self.agg_bits, (n,)),
                                  ("bias", self.bias, (f_out,)), ("out_steps", self.out_steps, (n,)),
                                  ("out_bits", self.out_bits, (n,))]:
@@ -111,8 +120,26 @@ class QuantizedGCNLayer:
 
     @property
     def ref_scale(self) -> float:
-        """``U``: the power of two >= every XW step; psum unit = ``U 2^-frac_bits``."""
+        """``U``: the power of two >= every XW step; psum unit = ``U 2^-frac_bits`` (node scheme only)."""
         return float(2.0 ** np.ceil(np.log2(self.xw_steps.max())))
+
+    def xw_grid(self) -> tuple[np.ndarray, np.ndarray]:
+        """XW (step, bits) broadcastable to (N, F_out): (N, 1) per node or (1, F_out) per channel."""
+        if self.xw_scheme == "node":
+            return self.xw_steps[:, None], self.xw_bits[:, None]
+        return self.xw_steps[None, :], self.xw_bits[None, :]
+
+    def psum_unit(self) -> np.ndarray:
+        """Real value of one psum LSB, broadcastable to (N, F_out): ``U 2^-frac`` (node) or ``u_f 2^-frac``."""
+        if self.xw_scheme == "node":
+            return np.full((self.x_steps.shape[0], 1), self.ref_scale * 2.0**-self.frac_bits)
+        return self.xw_steps[None, :] * 2.0**-self.frac_bits
+
+    def coef_weights(self, weight: np.ndarray, indices: np.ndarray) -> np.ndarray:
+        """Real per-edge factor that :func:`quant.fixed_point.edge_coefficients` turns into ``c_e``. (E',)."""
+        if self.xw_scheme == "node":
+            return weight * self.xw_steps[indices] / self.ref_scale
+        return weight
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -147,40 +174,88 @@ def _check_codes(codes: np.ndarray, bits: np.ndarray, name: str) -> None:
         raise ValueError(f"{name}: codes exceed their per-node bitwidths")
 
 
+@dataclass(frozen=True, kw_only=True)
+class LayerConstants:
+    """Every integer constant one layer applies (what the accelerator is loaded with; exported as is).
+
+    Shapes: xw_mult/xw_shift (N, F_out) int64; coef (E',) int64 (CSR slot order); agg_mult/agg_shift (N, F) or None;
+    bias_int broadcastable to (N, F_out) int64 or None; out_mult/out_shift broadcastable to (N, F_out) or None;
+    unit: real value of one output-accumulator LSB (N, 1) or (1, F_out) float64.
+    """
+
+    xw_mult: np.ndarray
+    xw_shift: np.ndarray
+    coef: np.ndarray
+    agg_mult: np.ndarray | None
+    agg_shift: np.ndarray | None
+    bias_int: np.ndarray | None
+    out_mult: np.ndarray | None
+    out_shift: np.ndarray | None
+    unit: np.ndarray
+
+
+def layer_constants(layer: QuantizedGCNLayer, graph: tuple) -> LayerConstants:
+    """Requantization multipliers/shifts, edge coefficients and the integer bias of ``layer`` on ``graph``."""
+    _, indices, weight = graph
+    xw_step, _ = layer.xw_grid()
+    xw_mult, xw_shift = quantize_multiplier(layer.x_steps[:, None] * layer.w_steps[None, :] / xw_step)
+    coef = edge_coefficients(layer.coef_weights(weight, indices), layer.frac_bits)  # (E',)
+    unit = layer.psum_unit()
+    agg_mult = agg_shift = out_mult = out_shift = bias_int = None
+    if layer.agg_steps is not None:
+        agg_mult, agg_shift = quantize_multiplier(unit / layer.agg_steps[:, None])
+        unit = layer.agg_steps[:, None] * 2.0**-layer.frac_bits
+    if layer.bias is not None:
+        bias_int = _bias_int(layer.bias, unit)
+    if layer.out_steps is not None:
+        out_mult, out_shift = quantize_multiplier(unit / layer.out_steps[:, None])
+    return LayerConstants(xw_mult=xw_mult, xw_shift=xw_shift, coef=coef, agg_mult=agg_mult, agg_shift=agg_shift,
+                          bias_int=bias_int, out_mult=out_mult, out_shift=out_shift, unit=unit)
+
+
+def gcn_layer_trace(layer: QuantizedGCNLayer, x_codes: np.ndarray, graph: tuple, on_overflow: str = "saturate",
+                    constants: LayerConstants | None = None) -> dict[str, np.ndarray]:
+    """Integer forward of one layer with its intermediates. graph = :func:`gcn_graph` output.
+
+    Returns ``{"xw": (N, F_out) XW codes, "psum": (N, F_out) aggregation partial sums, "out": next-layer codes or,
+    for the last layer, the 32-bit accumulator, "unit": real value of one ``out`` LSB (2-D, broadcastable)}``.
+    For the next layer ``unit`` is ``out_steps[:, None]``.
+    """
+    indptr, indices, _ = graph
+    k = constants if constants is not None else layer_constants(layer, graph)
+    _check_codes(x_codes, layer.x_bits, "gcn_layer_int: x_codes")
+    _, xw_bits = layer.xw_grid()
+    acc = x_codes.astype(np.int64) @ layer.w_codes.astype(np.int64).T  # (N, F_out)
+    acc = saturate(acc, ACC_BITS)
+    xw = requantize(acc, k.xw_mult, k.xw_shift, xw_bits)  # (N, F_out) XW codes
+    psum = aggregate_int(indptr, indices, xw, k.coef, layer.psum_bits, on_overflow)  # unit: psum_unit()
+    acc = psum
+    if layer.agg_steps is not None:
+        acc = requantize(acc, k.agg_mult, k.agg_shift, layer.agg_bits[:, None]) << layer.frac_bits
+    if k.bias_int is not None:
+        acc = saturate(acc + k.bias_int, ACC_BITS)
+    if layer.relu:
+        acc = np.maximum(acc, 0)
+    if layer.out_steps is None:
+        return {"xw": xw, "psum": psum, "out": acc, "unit": k.unit}
+    out = requantize(acc, k.out_mult, k.out_shift, layer.out_bits[:, None])
+    return {"xw": xw, "psum": psum, "out": out, "unit": layer.out_steps[:, None]}
+
+
 def gcn_layer_int(layer: QuantizedGCNLayer, x_codes: np.ndarray, graph: tuple, on_overflow: str = "saturate"
                   ) -> tuple[np.ndarray, np.ndarray]:
     """Integer forward of one layer. graph = :func:`gcn_graph` output.
 
     Returns ``(out, unit)``: out (N, F_out) int64 = next-layer codes, or for the last layer the 32-bit accumulator,
-    whose real value is ``out * unit[:, None]`` (unit (N,) float64).
+    whose real value is ``out * unit`` (unit float64, (N, 1) or (1, F_out)).
     """
-    indptr, indices, weight = graph
-    _check_codes(x_codes, layer.x_bits, "gcn_layer_int: x_codes")
-    acc = x_codes.astype(np.int64) @ layer.w_codes.astype(np.int64).T  # (N, F_out)
-    acc = saturate(acc, ACC_BITS)
-    mult, shift = quantize_multiplier(layer.x_steps[:, None] * layer.w_steps[None, :] / layer.xw_steps[:, None])
-    xw = requantize(acc, mult, shift, layer.xw_bits[:, None])  # (N, F_out) XW codes
-    u_ref = layer.ref_scale
-    coef = edge_coefficients(weight * layer.xw_steps[indices] / u_ref, layer.frac_bits)  # (E',)
-    acc = aggregate_int(indptr, indices, xw, coef, layer.psum_bits, on_overflow)  # unit U 2^-frac
-    unit = np.full(acc.shape[0], u_ref * 2.0**-layer.frac_bits)  # (N,)
-    if layer.agg_steps is not None:
-        mult, shift = quantize_multiplier(unit / layer.agg_steps)
-        acc = requantize(acc, mult[:, None], shift[:, None], layer.agg_bits[:, None]) << layer.frac_bits
-        unit = layer.agg_steps * 2.0**-layer.frac_bits
-    if layer.bias is not None:
-        acc = saturate(acc + _bias_int(layer.bias, unit), ACC_BITS)
-    if layer.relu:
-        acc = np.maximum(acc, 0)
-    if layer.out_steps is None:
-        return acc, unit
-    mult, shift = quantize_multiplier(unit / layer.out_steps)
-    return requantize(acc, mult[:, None], shift[:, None], layer.out_bits[:, None]), layer.out_steps
+    t = gcn_layer_trace(layer, x_codes, graph, on_overflow)
+    return t["out"], t["unit"]
 
 
 def _bias_int(bias: np.ndarray, unit: np.ndarray) -> np.ndarray:
-    """Bias in accumulator units, ``round_haz(b_f / unit_i)``. (N, F_out) int64."""
-    return round_half_away(bias[None, :] / unit[:, None]).astype(np.int64)
+    """Bias in accumulator units, ``round_haz(b_f / unit)``; unit (N, 1) or (1, F_out) -> broadcastable int64."""
+    return round_half_away(bias[None, :] / unit).astype(np.int64)
 
 
 def gcn_layer_reference(layer: QuantizedGCNLayer, x_codes: np.ndarray, graph: tuple, exact_constants: bool = True
@@ -194,25 +269,25 @@ def gcn_layer_reference(layer: QuantizedGCNLayer, x_codes: np.ndarray, graph: tu
     n = x_codes.shape[0]
     x = x_codes.astype(np.float64) * layer.x_steps[:, None]  # (N, F_in)
     w = layer.w_codes.astype(np.float64) * layer.w_steps[:, None]  # (F_out, F_in)
-    xw = fake_quant(x @ w.T, layer.xw_steps[:, None], layer.xw_bits[:, None]) * layer.xw_steps[:, None]
-    u_ref = layer.ref_scale
-    if not exact_constants:  # c_e 2^-frac U / u_src: the coefficient the integer path really applies
-        c = edge_coefficients(weight * layer.xw_steps[indices] / u_ref, layer.frac_bits)
-        weight = c * 2.0**-layer.frac_bits * u_ref / layer.xw_steps[indices]
+    xw_step, xw_bits = layer.xw_grid()
+    xw = fake_quant(x @ w.T, xw_step, xw_bits) * xw_step  # (N, F_out)
+    if not exact_constants:  # the coefficient the integer path really applies, as a real edge weight
+        c = edge_coefficients(layer.coef_weights(weight, indices), layer.frac_bits) * 2.0**-layer.frac_bits
+        weight = c * layer.ref_scale / layer.xw_steps[indices] if layer.xw_scheme == "node" else c
     dst = np.repeat(np.arange(n), np.diff(indptr))
     agg = np.zeros((n, xw.shape[1]))
     np.add.at(agg, dst, weight[:, None] * xw[indices])  # (N, F_out)
-    unit = np.full(n, u_ref * 2.0**-layer.frac_bits)
+    unit = layer.psum_unit()
     if layer.agg_steps is not None:
         agg = fake_quant(agg, layer.agg_steps[:, None], layer.agg_bits[:, None]) * layer.agg_steps[:, None]
-        unit = layer.agg_steps * 2.0**-layer.frac_bits
+        unit = layer.agg_steps[:, None] * 2.0**-layer.frac_bits
     if layer.bias is not None:
-        agg = agg + (layer.bias[None, :] if exact_constants else _bias_int(layer.bias, unit) * unit[:, None])
+        agg = agg + (layer.bias[None, :] if exact_constants else _bias_int(layer.bias, unit) * unit)
     if layer.relu:
         agg = np.maximum(agg, 0.0)
     if layer.out_steps is None:
-        return agg, np.ones(n)
-    return fake_quant(agg, layer.out_steps[:, None], layer.out_bits[:, None]).astype(np.int64), layer.out_steps
+        return agg, np.ones((n, 1))
+    return fake_quant(agg, layer.out_steps[:, None], layer.out_bits[:, None]).astype(np.int64), layer.out_steps[:, None]
 
 
 def gcn_forward_int(model: QuantizedGCN, edge_index: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
@@ -222,7 +297,7 @@ def gcn_forward_int(model: QuantizedGCN, edge_index: np.ndarray) -> tuple[list[n
     for layer in model.layers:
         h, unit = gcn_layer_int(layer, h, graph)
         outs.append(h)
-    return outs, h * unit[:, None]
+    return outs, h * unit
 
 
 def gcn_forward_reference(model: QuantizedGCN, edge_index: np.ndarray, exact_constants: bool = True
@@ -233,8 +308,9 @@ def gcn_forward_reference(model: QuantizedGCN, edge_index: np.ndarray, exact_con
     for layer in model.layers:
         h, unit = gcn_layer_reference(layer, h, graph, exact_constants)
         outs.append(h)
-    return outs, h * unit[:, None]
+    return outs, h * unit
 
 
-__all__ = ["QuantizedGCN", "QuantizedGCNLayer", "fake_quant", "gcn_forward_int", "gcn_forward_reference",
-           "gcn_graph", "gcn_layer_int", "gcn_layer_reference", "round_half_away"]
+__all__ = ["LayerConstants", "QuantizedGCN", "QuantizedGCNLayer", "fake_quant", "gcn_forward_int",
+           "gcn_forward_reference", "gcn_graph", "gcn_layer_int", "gcn_layer_reference", "gcn_layer_trace",
+           "layer_constants", "round_half_away"]

@@ -16,7 +16,10 @@ from quant.integer_gnn import (
     gcn_graph,
     gcn_layer_int,
     gcn_layer_reference,
+    gcn_layer_trace,
+    layer_constants,
 )
+from quant.quantizers import a2q_quantize
 
 N, F0, F1, F2 = 40, 12, 8, 3
 
@@ -30,20 +33,21 @@ def steps(rng, shape, lo, hi, pow2):
     return 2.0 ** (rng.integers(lo, hi, shape) if pow2 else rng.uniform(lo, hi, shape))
 
 
-def make_model(rng, pow2, agg=False, psum_bits=32, frac_bits=10):
+def make_model(rng, pow2, agg=False, psum_bits=32, frac_bits=10, xw_scheme="node"):
     x_bits = rng.integers(2, 9, N)
+    xw_len = {"node": N, "channel": None}[xw_scheme]
     qmax = (1 << (x_bits - 1)) - 1
     x = rng.integers(-qmax[:, None], qmax[:, None] + 1, (N, F0)).astype(np.int8)
     l1 = QuantizedGCNLayer(
         x_steps=steps(rng, N, -4, -1, pow2), x_bits=x_bits, w_codes=rng.integers(-7, 8, (F1, F0)).astype(np.int8),
-        w_steps=steps(rng, F1, -5, -2, pow2), xw_steps=steps(rng, N, -4, -1, pow2), xw_bits=np.full(N, 4),
-        agg_steps=steps(rng, N, -4, -1, pow2) if agg else None, agg_bits=np.full(N, 6) if agg else None,
+        w_steps=steps(rng, F1, -5, -2, pow2), xw_steps=steps(rng, xw_len or F1, -4, -1, pow2),
+        xw_bits=np.full(xw_len or F1, 4), xw_scheme=xw_scheme, agg_steps=steps(rng, N, -4, -1, pow2) if agg else None, agg_bits=np.full(N, 6) if agg else None,
         bias=rng.normal(0, 0.1, F1), out_steps=steps(rng, N, -5, -2, pow2), out_bits=rng.integers(3, 7, N),
         psum_bits=psum_bits, frac_bits=frac_bits)
     l2 = QuantizedGCNLayer(
         x_steps=l1.out_steps, x_bits=l1.out_bits, w_codes=rng.integers(-7, 8, (F2, F1)).astype(np.int8),
-        w_steps=steps(rng, F2, -5, -2, pow2), xw_steps=steps(rng, N, -4, -1, pow2), xw_bits=np.full(N, 4),
-        bias=rng.normal(0, 0.1, F2), relu=False, psum_bits=psum_bits, frac_bits=frac_bits)
+        w_steps=steps(rng, F2, -5, -2, pow2), xw_steps=steps(rng, xw_len or F2, -4, -1, pow2),
+        xw_bits=np.full(xw_len or F2, 4), xw_scheme=xw_scheme, bias=rng.normal(0, 0.1, F2), relu=False, psum_bits=psum_bits, frac_bits=frac_bits)
     return QuantizedGCN(x_codes=x, layers=(l1, l2))
 
 
@@ -135,3 +139,76 @@ def test_layer_validation():
     with pytest.raises(ValueError, match="out_steps"):
         QuantizedGCN(x_codes=np.zeros((N, F0), np.int8), layers=(QuantizedGCNLayer(
             **{**lay.__dict__, "out_steps": None, "out_bits": None}), lay))
+
+
+# ------------------------------------------------------------------ per-channel XW steps (what A2Q trains)
+
+
+@pytest.mark.parametrize("agg", [False, True])
+@pytest.mark.parametrize("seed", range(3))
+def test_channel_xw_exact_with_power_of_two_scales(seed, agg):
+    rng = np.random.default_rng(100 + seed)
+    model, ei = make_model(rng, pow2=True, agg=agg, xw_scheme="channel"), random_graph(rng)
+    outs_i, logits_i = gcn_forward_int(model, ei)
+    outs_r, logits_r = gcn_forward_reference(model, ei, exact_constants=False)
+    assert np.array_equal(outs_i[0], outs_r[0])
+    assert np.count_nonzero(outs_i[0]) > N
+    assert np.array_equal(logits_i, logits_r)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_channel_xw_within_one_step_of_exact_reference(seed):
+    rng = np.random.default_rng(110 + seed)
+    model, ei = make_model(rng, pow2=False, xw_scheme="channel", frac_bits=14), random_graph(rng)
+    outs_i, logits_i = gcn_forward_int(model, ei)
+    outs_r, logits_r = gcn_forward_reference(model, ei, exact_constants=True)
+    diff = np.abs(outs_i[0] - outs_r[0])
+    assert diff.max() <= 1 and diff.mean() < 0.05
+    same = np.all(outs_i[0] == outs_r[0], axis=1)
+    assert np.abs(logits_i - logits_r)[same].max() <= model.layers[1].xw_steps.max()
+
+
+def test_channel_psum_unit_and_coefficients():
+    """Channel scheme: c_e = round(w_e 2^frac) (no source step), psum of channel f in units u_f 2^-frac."""
+    rng = np.random.default_rng(120)
+    model, ei = make_model(rng, pow2=False, xw_scheme="channel"), random_graph(rng)
+    lay = model.layers[0]
+    graph = gcn_graph(ei, N)
+    k = layer_constants(lay, graph)
+    np.testing.assert_array_equal(k.coef, np.floor(graph[2] * 2.0**lay.frac_bits + 0.5))
+    np.testing.assert_allclose(lay.psum_unit(), lay.xw_steps[None, :] * 2.0**-lay.frac_bits)
+    t = gcn_layer_trace(lay, model.x_codes, graph)
+    # psum really is sum_e c_e * xw_code[src] per destination (independent float64 sum, no saturation at 32 bit)
+    dst = np.repeat(np.arange(N), np.diff(graph[0]))
+    ref = np.zeros_like(t["psum"], dtype=np.float64)
+    np.add.at(ref, dst, k.coef[:, None] * t["xw"][graph[1]])
+    np.testing.assert_array_equal(t["psum"], ref)
+    with pytest.raises(ValueError, match="xw_steps has shape"):
+        QuantizedGCNLayer(**{**lay.__dict__, "xw_steps": np.ones(N)})
+    with pytest.raises(ValueError, match="unknown xw_scheme"):
+        QuantizedGCNLayer(**{**lay.__dict__, "xw_scheme": "row"})
+
+
+def test_channel_reference_matches_pyg_gcnconv():
+    """Per-channel XW fake-quant inside the project's GCNConv (float64) == the layer reference."""
+    rng = np.random.default_rng(121)
+    ei = random_graph(rng)
+    lay = make_model(rng, pow2=False, xw_scheme="channel").layers[0]
+    lay_last = QuantizedGCNLayer(**{**lay.__dict__, "out_steps": None, "out_bits": None, "relu": False})
+    x_codes = make_model(rng, pow2=False).x_codes
+    x_codes = np.clip(x_codes, -((1 << (lay.x_bits - 1)) - 1)[:, None], ((1 << (lay.x_bits - 1)) - 1)[:, None])
+    ref, _ = gcn_layer_reference(lay_last, x_codes, gcn_graph(ei, N), exact_constants=True)
+
+    class ChannelFakeQuant(nn.Module):
+        def forward(self, v):
+            codes, _ = a2q_quantize(v, torch.as_tensor(lay.xw_steps)[None, :],
+                                    torch.as_tensor(lay.xw_bits, dtype=torch.float64)[None, :])
+            return codes * torch.as_tensor(lay.xw_steps)[None, :]
+
+    conv = GCNConv(F0, F1).double()
+    with torch.no_grad():
+        conv.lin.weight.copy_(torch.as_tensor(lay.w_codes * lay.w_steps[:, None]))
+        conv.bias.copy_(torch.as_tensor(lay.bias))
+    conv.q_xw = ChannelFakeQuant()
+    out = conv(torch.as_tensor(x_codes * lay.x_steps[:, None]), torch.as_tensor(ei)).detach().numpy()
+    np.testing.assert_allclose(ref, out, rtol=1e-10, atol=1e-12)
