@@ -1,0 +1,150 @@
+"""FP32 vs Degree-Quant INT8 / INT4 vs A2Q vs degree-aware (MEGA-style) on node tasks, through `gnn.trainer`.
+
+    python benchmarks/quant_table.py --datasets cora --models gcn --seeds 3 --targets 4,1.7 --epochs 200
+
+Per (dataset, model, method, target): validation-selected test accuracy mean +- std over seeds (and the
+A2Q-code-style max test accuracy over epochs, never the headline), learned average feature bits without / with
+the sign bit (the A2Q headline convention is *without*), gap to the target, training time per epoch relative to
+FP32. Writes benchmarks/results/quant_table.json, quant_acc_vs_bits.png and quant_bits_vs_degree.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from gnn.data.loaders import load_dataset
+from gnn.models import build_model
+from gnn.presets import model_and_train_config
+from gnn.trainer import seed_everything, summarize, train_one
+
+RESULTS = Path(__file__).parent / "results"
+LEARNED = ("a2q", "degree-aware")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--datasets", default="cora", help="comma-separated node-task datasets")
+    p.add_argument("--models", default="gcn", help="comma-separated: gcn, gat, gin, sage")
+    p.add_argument("--methods", default="none,fp32-dense,dq-int8,dq-int4,a2q,degree-aware",
+                   help="none = FP32 as the trainer runs it (sparse bag-of-words input for GCN/GAT); fp32-dense = "
+                        "FP32 with dense input, the timing reference of the quantized runs (which use dense input)")
+    p.add_argument("--targets", default="4,1.7", help="target average bits of a2q / degree-aware")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--epochs", type=int, help="override the preset's epochs")
+    p.add_argument("--out", type=Path, default=RESULTS / "quant_table.json")
+    return p.parse_args(argv)
+
+
+def run_cell(graph, arch: str, method: str, target: float, seeds: list[int], epochs: int | None) -> dict:
+    model_cfg, train_cfg = model_and_train_config(graph, arch)
+    dense = method == "fp32-dense"
+    quant = "none" if dense else method
+    train_cfg = replace(train_cfg, quant=quant, target_bits=target, epochs=epochs or train_cfg.epochs)
+    runs = []
+    for seed in seeds:
+        seed_everything(seed)
+        model = build_model(model_cfg)
+        if dense:  # the trainer feeds dense input to quantized models (it keys on this attribute)
+            model._quant_config = "fp32-dense timing reference"
+        runs.append(train_one(model, graph, graph.splits[0], train_cfg, seed=seed, progress=False))
+    s = summarize(runs)
+    cell = {"dataset": graph.name, "model": arch, "method": "fp32" if method == "none" else method,
+            "target_bits": target if method in LEARNED else None, "epochs": train_cfg.epochs,
+            "test_acc": s["test_acc"], "max_test_acc_over_epochs": s["max_test_acc_over_epochs"],
+            "ms_per_epoch": s["ms_per_epoch"]}
+    if quant != "none":
+        qs = [r.quant_summary for r in runs]
+        for key in ("avg_bits", "avg_bits_with_sign"):
+            v = np.array([q[key] for q in qs], dtype=np.float64)
+            cell[key] = {"mean": float(v.mean()), "std": float(v.std(ddof=1)) if v.size > 1 else 0.0}
+        if method in LEARNED:
+            cell["gap_to_target_bits"] = cell["avg_bits"]["mean"] - target
+        cell["bits_histogram_seed0"] = qs[0]["bits_histogram"]
+        cell["mean_bits_by_in_degree_seed0"] = qs[0]["mean_bits_by_in_degree"]
+        cell["compression"] = 32.0 / cell["avg_bits"]["mean"] if cell["avg_bits"]["mean"] else None
+    return cell
+
+
+def plot(cells: list[dict], out_dir: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    files = []
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for c in cells:
+        if c["method"] == "fp32-dense":
+            continue
+        bits = 32.0 if c["method"] == "fp32" else c["avg_bits"]["mean"]
+        label = c["method"] + (f" (target {c['target_bits']})" if c["target_bits"] is not None else "")
+        ax.errorbar(bits, c["test_acc"]["mean"], yerr=c["test_acc"]["std"], fmt="o", capsize=3,
+                    label=f"{c['dataset']}/{c['model']} {label}")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("average feature bits (without sign bit; FP32 = 32)")
+    ax.set_ylabel("test accuracy (%), val-selected")
+    ax.legend(fontsize=6)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    files.append(str(out_dir / "quant_acc_vs_bits.png"))
+    fig.savefig(files[-1], dpi=120)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for c in cells:
+        by_deg = c.get("mean_bits_by_in_degree_seed0") or {}
+        if c["method"] in LEARNED and by_deg:
+            d = sorted(int(k) for k in by_deg)
+            ax.plot(d, [by_deg[str(k)] for k in d], marker=".",
+                    label=f"{c['dataset']}/{c['model']} {c['method']} target {c['target_bits']}")
+    ax.set_xlabel("in-degree (clipped at 64)")
+    ax.set_ylabel("mean learned bits (without sign), seed 0")
+    ax.legend(fontsize=6)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    files.append(str(out_dir / "quant_bits_vs_degree.png"))
+    fig.savefig(files[-1], dpi=120)
+    return files
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    seeds = list(range(args.seeds))
+    targets = [float(t) for t in args.targets.split(",")]
+    cells = []
+    t0 = time.time()
+    for name in args.datasets.split(","):
+        graph = load_dataset(name)
+        for arch in args.models.split(","):
+            fp32_ms = {}
+            for method in args.methods.split(","):
+                for target in (targets if method in LEARNED else [4.0]):
+                    cell = run_cell(graph, arch, method, target, seeds, args.epochs)
+                    if method in ("none", "fp32-dense"):
+                        fp32_ms[method] = cell["ms_per_epoch"]
+                    ref = fp32_ms.get("fp32-dense", fp32_ms.get("none"))
+                    cell["time_per_epoch_vs_fp32"] = cell["ms_per_epoch"] / ref if ref else None
+                    cell["time_per_epoch_vs_fp32_sparse"] = (cell["ms_per_epoch"] / fp32_ms["none"]
+                                                             if fp32_ms.get("none") else None)
+                    cells.append(cell)
+                    bits = cell.get("avg_bits", {}).get("mean", 32.0)
+                    print(f"{name:<10}{arch:<6}{cell['method']:<14}{str(cell['target_bits']):<6}"
+                          f"acc {cell['test_acc']['mean']:6.2f} +- {cell['test_acc']['std']:5.2f}  "
+                          f"bits {bits:6.3f}  x{cell['time_per_epoch_vs_fp32'] or 1:5.2f} time", flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    out = {"command": "python benchmarks/quant_table.py " + " ".join(argv or __import__("sys").argv[1:]),
+           "seeds": seeds, "wall_seconds": time.time() - t0, "torch": torch.__version__,
+           "machine": platform.platform(), "threads": torch.get_num_threads(), "cells": cells}
+    out["plots"] = plot(cells, args.out.parent)
+    args.out.write_text(json.dumps(out, indent=2))
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""Which quantizer replaces each `QuantPoint` of a built model (A2Q / degree-aware), mirroring the A2Q code:
+
+| layer | ``q_input``                           | ``q_xw``                     | ``q_aggregate``      |
+|-------|---------------------------------------|------------------------------|----------------------|
+| GCN   | per-node feature (learned bits)       | per-channel step, fixed bits | not quantized        |
+| GAT   | per-node feature                      | per-node feature (q_gat_fea) | not quantized        |
+| GIN   | per-channel step, fixed bits (q_xw)   | --                           | per-node (MLP input) |
+| SAGE  | per-node feature                      | --                           | per-node feature     |
+
+plus every weight (per output channel, fixed bits), GAT attention vectors and edge scores (per head, fixed bits).
+The first layer's input is left in FP32 unless ``quantize_first_input`` (A2Q: binary bag-of-words features).
+GCN / GAT aggregation outputs feed the next layer's quantized input, so A2Q does not quantize them.
+"Per-node feature" becomes the ``node`` scheme (node tasks), ``nns`` (A2Q on graph tasks) or ``degree``
+(degree-aware). Post-ReLU tensors (inputs of layers >= 2 of GCN/GIN/SAGE, sums and means of them) are unsigned.
+Degree-Quant replaces every point.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import nn
+
+from gnn.conv import GATConv, GCNConv, GINConv, QuantPoint, SAGEConv
+
+
+@dataclass(frozen=True)
+class PointSpec:
+    """One quantization point: where it lives and what replaces it (``scheme`` None: keep FP32)."""
+
+    name: str  # fully qualified module name of the QuantPoint
+    parent: nn.Module
+    attr: str
+    role: str
+    kind: str
+    layer: int  # index of the enclosing conv in model.convs, -1 outside them (e.g. the graph-level head)
+    arch: str  # "gcn" | "gat" | "gin" | "sage" | "other"
+    scheme: str | None  # "feature" | "channel" | "row" | "head" | None
+    unsigned: bool
+    width: int  # channels of a "channel" / "row" scheme, heads of a "head" scheme
+
+
+_ARCH = {GCNConv: "gcn", GATConv: "gat", GINConv: "gin", SAGEConv: "sage"}
+
+_NODE_SCHEME = {  # (arch, role) -> scheme for "node"-kind points
+    ("gcn", "input"): "feature", ("gcn", "xw"): "channel", ("gcn", "aggregate"): None,
+    ("gat", "input"): "feature", ("gat", "xw"): "feature", ("gat", "aggregate"): None,
+    ("gin", "input"): "channel", ("gin", "aggregate"): "feature",
+    ("sage", "input"): "feature", ("sage", "aggregate"): "feature",
+}
+
+
+def _conv_of(model: nn.Module) -> dict[str, tuple[int, nn.Module]]:
+    """Qualified name of each message-passing layer -> (index in model.convs, module)."""
+    convs = getattr(model, "convs", None)
+    index = {id(c): i for i, c in enumerate(convs)} if convs is not None else {}
+    out = {}
+    for name, m in model.named_modules():
+        if type(m) in _ARCH:
+            out[name] = (index.get(id(m), -1), m)
+    return out
+
+
+def plan_points(model: nn.Module, quantize_first_input: bool, first_input_nonneg: bool) -> list[PointSpec]:
+    """Every `QuantPoint` of ``model`` with the A2Q scheme that replaces it."""
+    convs = _conv_of(model)
+    specs = []
+    for name, point in model.named_modules():
+        if not isinstance(point, QuantPoint):
+            continue
+        parent_name, _, attr = name.rpartition(".")
+        parent = model.get_submodule(parent_name)
+        owner = max((c for c in convs if name.startswith(c + ".")), key=len, default=None)
+        layer, conv = convs[owner] if owner is not None else (-1, None)
+        arch = _ARCH[type(conv)] if conv is not None else "other"
+        unsigned, width = False, 0
+        if point.kind == "weight":
+            scheme, width = "row", parent.out_dim
+        elif point.kind in ("vector", "edge"):
+            scheme, width = "head", getattr(conv, "heads", 1)
+        else:
+            scheme = _NODE_SCHEME.get((arch, point.role), "feature")
+            if scheme == "channel":
+                width = conv.lin.out_dim if point.role == "xw" else conv.in_dim
+            post_relu = layer > 0 and arch in ("gcn", "gin", "sage") and point.role in ("input", "aggregate")
+            unsigned = post_relu or (layer == 0 and first_input_nonneg and point.role in ("input", "aggregate")
+                                     and arch in ("gin", "sage", "gcn", "gat"))
+            if layer == 0 and point.role == "input" and not quantize_first_input:
+                scheme = None
+        specs.append(PointSpec(name=name, parent=parent, attr=attr, role=point.role, kind=point.kind,
+                               layer=layer, arch=arch, scheme=scheme, unsigned=unsigned and scheme == "feature",
+                               width=width))
+    return specs

@@ -1,0 +1,168 @@
+"""Pure quantizer math and its autograd Functions (no state): A2Q's learned symmetric quantizer and
+Degree-Quant's observed-range affine quantizer.
+
+A2Q (Zhu et al., ICLR 2023, arXiv 2302.00193), forward for step ``s > 0`` and signed bitwidth ``b >= 1``:
+
+    qmax = 2^(b-1) - 1,   v = clamp(x / s, -qmax, qmax),   x_q = s * sign(v) * floor(|v| + 1/2)
+
+(round half away from zero; ``b = 1`` gives all zeros). Backward (the paper's estimators), with the in-range
+mask ``i = 1[|x| <= qmax s]``:
+
+    dx_q/dx = i                                           (STE with clip mask)
+    dx_q/ds = (round(x/s) - x/s) i + sign(x) qmax (1 - i)  (LSQ-style, no grad-scale factor)
+    dx_q/db = (1 - i) sign(x) (qmax + 1) ln2 s              (d/db of s (2^(b-1) - 1) on clipped elements)
+
+The incoming gradient ``g`` multiplying the step and bit derivatives is the task gradient ``dL/dx_q`` (global),
+or, with the *Local Gradient* method, ``sign(x_q - x)`` = dE/dx_q of the local error ``E = |x_q - x|``; the input
+gradient is always the task gradient. Reduction onto a broadcast parameter is a sum (global) or, as in the A2Q
+node-level code, a mean over the broadcast elements (local).
+
+Degree-Quant (Tailor et al., ICLR 2021): ``out = (clamp(round(x / scale + zp), qmin, qmax) - zp) * scale`` with
+gradient zeroed where the rounded value hits ``qmin`` or ``qmax`` (the released code's ``gc`` estimator).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+from torch.autograd import Function
+
+LN2 = math.log(2.0)
+STEP_EPS = 1e-8
+
+
+def round_half_away(v: Tensor) -> Tensor:
+    """Round to nearest, ties away from zero: sign(v) * floor(|v| + 0.5)."""
+    return torch.sign(v) * torch.floor(v.abs() + 0.5)
+
+
+def a2q_qmax(bits: Tensor) -> Tensor:
+    """Largest code of the symmetric signed grid: 2^(b-1) - 1 for integer-valued ``bits``."""
+    return torch.pow(2.0, bits - 1.0) - 1.0
+
+
+def a2q_quantize(x: Tensor, step: Tensor, bits: Tensor) -> tuple[Tensor, Tensor]:
+    """Integer codes and dequantized values. ``step`` (> 0) and ``bits`` (integer-valued) broadcast to ``x``.
+
+    Returns ``(codes, x_q)``, both shaped like ``x``; ``codes`` are float tensors holding integers.
+    """
+    qmax = a2q_qmax(bits)
+    v = torch.maximum(torch.minimum(x / step, qmax), -qmax)
+    codes = round_half_away(v)
+    return codes, codes * step
+
+
+def _reduce(g: Tensor, shape: torch.Size, mean: bool) -> Tensor:
+    """Sum (or mean) ``g`` over the dimensions broadcast to reach it from ``shape``."""
+    out = g.sum_to_size(shape)
+    if mean and out.numel() > 0:
+        out = out * (out.numel() / g.numel())
+    return out
+
+
+class A2QFakeQuant(Function):
+    """x_q = a2q_quantize(x, s, round(b)) with A2Q's gradients for x, s and b.
+
+    Inputs: ``x`` (any shape), ``step`` (> 0, broadcastable to x), ``bits`` (continuous bits, broadcastable; rounded
+    half away from zero in forward, straight-through in backward), ``local`` (bool: Local Gradient).
+    """
+
+    @staticmethod
+    def forward(ctx, x: Tensor, step: Tensor, bits: Tensor, local: bool) -> Tensor:
+        b = round_half_away(bits)
+        qmax = a2q_qmax(b)
+        v_raw = x / step
+        inside = v_raw.abs() <= qmax
+        codes, x_q = a2q_quantize(x, step, b)
+        ctx.save_for_backward(x, step, qmax, v_raw, inside, codes, x_q)
+        ctx.local = local
+        ctx.shapes = (step.shape, bits.shape)
+        return x_q
+
+    @staticmethod
+    def backward(ctx, grad_out: Tensor):
+        x, step, qmax, v_raw, inside, codes, x_q = ctx.saved_tensors
+        step_shape, bits_shape = ctx.shapes
+        in_f = inside.to(x.dtype)
+        sign_x = torch.sign(x)
+        grad_x = grad_out * in_f if ctx.needs_input_grad[0] else None
+        g = torch.sign(x_q - x) if ctx.local else grad_out
+        grad_s = grad_b = None
+        if ctx.needs_input_grad[1]:
+            ds = (codes - v_raw) * in_f + sign_x * qmax * (1.0 - in_f)
+            grad_s = _reduce(g * ds, step_shape, ctx.local)
+        if ctx.needs_input_grad[2]:
+            db = (1.0 - in_f) * sign_x * (qmax + 1.0) * LN2 * step
+            grad_b = _reduce(g * db, bits_shape, ctx.local)
+        return grad_x, grad_s, grad_b, None
+
+
+def a2q_fake_quant(x: Tensor, step: Tensor, bits: Tensor, local: bool = False) -> Tensor:
+    """Differentiable A2Q fake quantization (see `A2QFakeQuant`)."""
+    return A2QFakeQuant.apply(x, step, bits, local)
+
+
+# ---------------------------------------------------------------------------------------------- Degree-Quant
+
+
+def affine_qparams(lo: Tensor, hi: Tensor, num_bits: int) -> tuple[Tensor, Tensor, int, int]:
+    """Asymmetric signed INT``num_bits`` parameters covering ``[min(lo, 0), max(hi, 0)]``.
+
+    Returns ``(scale, zero_point, qmin, qmax)`` with qmin = -2^(b-1), qmax = 2^(b-1) - 1.
+    """
+    qmin, qmax = -(2 ** (num_bits - 1)), 2 ** (num_bits - 1) - 1
+    lo, hi = torch.clamp(lo, max=0.0), torch.clamp(hi, min=0.0)
+    scale = torch.clamp((hi - lo) / (qmax - qmin), min=1e-8)
+    zp = torch.clamp(qmin - torch.round(lo / scale), qmin, qmax)
+    return scale, zp, qmin, qmax
+
+
+class AffineFakeQuant(Function):
+    """Degree-Quant fake quantization; gradient passes where the code lies strictly inside (qmin, qmax)."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, scale: Tensor, zp: Tensor, qmin: int, qmax: int) -> Tensor:
+        q = torch.clamp(torch.round(x / scale + zp), qmin, qmax)
+        ctx.save_for_backward((q > qmin) & (q < qmax))
+        return (q - zp) * scale
+
+    @staticmethod
+    def backward(ctx, grad_out: Tensor):
+        (mask,) = ctx.saved_tensors
+        return grad_out * mask.to(grad_out.dtype), None, None, None, None
+
+
+def affine_fake_quant(x: Tensor, scale: Tensor, zp: Tensor, qmin: int, qmax: int) -> Tensor:
+    return AffineFakeQuant.apply(x, scale, zp, qmin, qmax)
+
+
+def percentile_range(x: Tensor, pct: float) -> tuple[Tensor, Tensor]:
+    """(lower, upper) percentile of all elements of ``x`` (``pct`` = 0 gives min/max), via kthvalue."""
+    flat = x.detach().reshape(-1)
+    n = flat.numel()
+    if pct <= 0 or n < 2:
+        return flat.min(), flat.max()
+    k_lo = max(1, int(math.ceil(pct * n)))
+    k_hi = max(1, min(n, int(math.floor((1.0 - pct) * n)) + 1))
+    return flat.kthvalue(k_lo).values, flat.kthvalue(k_hi).values
+
+
+def dq_protect_probability(in_deg: Tensor, p_low: float, p_high: float, batch: Tensor | None = None) -> Tensor:
+    """Degree-Quant protection probability p_i = p_low + (p_high - p_low) * CDF(indeg_i).
+
+    CDF is the empirical in-degree distribution of node i's own graph: the fraction of nodes of that graph whose
+    in-degree is <= indeg_i. in_deg: (N,) int64; batch: (N,) graph id or None (one graph) -> (N,) float.
+    """
+    n = in_deg.numel()
+    if n == 0:
+        return torch.zeros(0)
+    if batch is None:
+        batch = torch.zeros(n, dtype=torch.long, device=in_deg.device)
+    width = int(in_deg.max()) + 1
+    key = batch * width + in_deg  # (N,) sorts by (graph, degree)
+    counts = torch.bincount(key, minlength=(int(batch.max()) + 1) * width)
+    cum = counts.view(-1, width).cumsum(dim=1)  # (G, width): nodes of graph g with degree <= d
+    cdf = cum[batch, in_deg].to(torch.float32) / cum[batch, -1].to(torch.float32)
+    return p_low + (p_high - p_low) * cdf
