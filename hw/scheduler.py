@@ -1,0 +1,337 @@
+"""Scheduler: maps a workload's layers onto the engines as tile pipelines sharing one DRAM channel.
+
+Combination-first (MEGA, GCNAX), per layer:
+
+* phase C over node tiles: ``load_x`` (feature stream + weights) -> ``decoder`` -> ``combination`` ->
+  ``writeback_c`` (encoder + XW stream write + Condense-Edge pass 1 when enabled);
+* extra Condense-Edge passes when there are more subgraphs than eID FIFOs (re-read XW, condense);
+* phase A over destination tiles: ``load_a`` (edges, the tile's own XW block, cross-tile sources by the
+  configured policy) -> ``decoder`` -> ``aggregation`` -> ``writeback_a`` (next layer's feature stream).
+
+Aggregation-first (HyGCN): one pipeline per layer, ``load_a`` (edges + X rows) -> ``aggregation`` ->
+``combination`` -> ``writeback_a``. Engines overlap across phases and layers: an aggregation tile waits only
+for the combination tiles its sources live in; a combination tile of the next layer waits only for the
+aggregation of its own nodes. Tiles = ``tile_nodes`` consecutive nodes, sized so that the tile's partial sums
+fill at most half of the aggregation buffer (double buffering).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hw.aggregation import aggregation_cycles
+from hw.timing import requant_cycles
+from hw.buffer import Buffer
+from hw.combination import bitserial_cycles, mac_cycles
+from hw.condense import EID_BYTES, condense_cycles, condense_plan
+from hw.config import AcceleratorConfig
+from hw.decoder import decode_cycles
+from hw.dram import AddressMap, DRAMChannel
+from hw.layout import FeatureLayout, feature_layout
+from hw.pipeline import Stage, StageStats, run_pipeline
+
+STAGES = ("load_x", "decoder", "combination", "writeback_c", "condense", "load_a", "aggregation", "writeback_a")
+
+
+def tile_nodes(cfg: AcceleratorConfig, width: int) -> int:
+    """Nodes per tile: ``width`` partial sums of ``psum_bits`` per node in half the aggregation buffer."""
+    return max(1, (cfg.buffer_bytes["aggregation"] // 2) // max(1, width * cfg.psum_bits // 8))
+
+
+class Simulator:
+    """Holds the shared DRAM, buffers and per-stage stats; ``run(workload)`` returns the total cycles."""
+
+    def __init__(self, cfg: AcceleratorConfig) -> None:
+        self.cfg = cfg
+        self.dram = DRAMChannel(cfg)
+        self.amap = AddressMap(cfg.dram_row_bytes)
+        self.buffers = {k: Buffer(k, v) for k, v in cfg.buffer_bytes.items()}
+        self.stats = {k: StageStats() for k in STAGES}
+        self.ops = {"bit_cycles": 0, "macs": 0, "accumulations": 0, "codec_bytes": 0}
+        self.layer_cycles: list[float] = []
+        self.input_layouts: list[FeatureLayout] = []  # layer inputs as simulated (for the functional check)
+
+    # ---- helpers -------------------------------------------------------------------------------------------
+    def _layout(self, codes: np.ndarray, bits: np.ndarray) -> FeatureLayout:
+        return feature_layout(codes, bits, self.cfg.feature_format, self.cfg.feature_bits_override)
+
+    def _place(self, name: str, lay: FeatureLayout, starts: np.ndarray) -> dict:
+        """Allocate one region per stream part; returns part -> (base, per-tile offsets (T,), per-tile bytes (T,))."""
+        out = {}
+        for part, per_node in lay.stream.items():
+            per_tile = np.add.reduceat(per_node, starts) if per_node.size else np.zeros(0, np.int64)
+            base = self.amap.alloc(f"{name}.{part}", int(per_node.sum()))
+            out[part] = (base, np.cumsum(per_tile) - per_tile, per_tile)
+        return out
+
+    def _stream(self, time: float, name: str, region: dict, t: int, write: bool) -> tuple[float, int]:
+        """Read/write tile ``t`` of every part of a placed stream; returns (completion, bytes)."""
+        done, total = time, 0
+        for part, (base, off, size) in region.items():
+            nbytes = int(size[t])
+            if nbytes:
+                done = max(done, self.dram.request(time, base + int(off[t]), nbytes, write=write,
+                                                   tensor=f"{name}.{part}"))
+                total += nbytes
+        return done, total
+
+    # ---- one layer -----------------------------------------------------------------------------------------
+    def run(self, workload) -> float:
+        prev = None  # (tile_nodes, end cycle per tile) of the previous layer's output
+        for li, lt in enumerate(workload.layers):
+            layer = self._layer_comb_first if self.cfg.order == "combination_first" else self._layer_agg_first
+            prev = layer(workload, li, lt, prev)
+            self.layer_cycles.append(max(prev[1]))
+        return max(self.layer_cycles)
+
+    @staticmethod
+    def _ready_for(prev, n: int, tn: int) -> list[float]:
+        """Earliest start of each new tile of ``tn`` nodes: the previous layer's end over the nodes it covers."""
+        if prev is None:
+            return [0.0] * (-(-n // tn))
+        ptn, ends = prev
+        return [max(ends[k] for k in range(lo // ptn, (min(n, lo + tn) - 1) // ptn + 1)) for lo in range(0, n, tn)]
+
+    def _out_layout(self, lt, f_out: int) -> FeatureLayout:
+        if lt.out_bits is None:  # last layer: 32-bit accumulators
+            n = lt.out_codes.shape[0]
+            row = np.full(n, 4 * f_out, np.int64)
+            return FeatureLayout(fmt="dense", num_features=f_out, row_bytes=row, nnz=np.full(n, f_out),
+                                 bit_work=row * 8, max_bits=32, stream={"dense": row}, decode_work=0 * row)
+        return self._layout(lt.out_codes.astype(np.int8), lt.out_bits)
+
+    def _weights(self, lt, f_in: int, f_out: int) -> tuple[int, bool]:
+        w_bits = 32 if self.cfg.feature_bits_override == 32 else lt.w_bits
+        nbytes = -(-f_in * f_out * w_bits // 8)
+        return nbytes, nbytes <= self.buffers["weight"].capacity
+
+    def _layer_comb_first(self, wl, li: int, lt, prev_ready) -> list[float]:
+        cfg, st, dram, buf = self.cfg, self.stats, self.dram, self.buffers
+        n, f_in = lt.x_codes.shape
+        f_out = lt.xw_codes.shape[1]
+        tn = tile_nodes(cfg, f_out)
+        starts = np.arange(0, n, tn)
+        nt = starts.size
+        tile_of = lambda t: (int(starts[t]), int(min(n, starts[t] + tn)))  # noqa: E731
+        xl, wlay, ol = self._layout(lt.x_codes, lt.x_bits), self._layout(lt.xw_codes, lt.xw_bits), \
+            self._out_layout(lt, f_out)
+        self.input_layouts.append(xl)
+        x_reg = self._place(f"L{li}.x", xl, starts)
+        xw_reg = self._place(f"L{li}.xw", wlay, starts)
+        out_reg = self._place(f"L{li}.out", ol, starts)
+        w_bytes, w_fits = self._weights(lt, f_in, f_out)
+        w_base = self.amap.alloc(f"L{li}.weights", w_bytes)
+        bit_work_t = np.add.reduceat(xl.bit_work, starts)
+        plan = condense_plan(wl.indptr, wl.indices, tn) if cfg.condense_edge else None
+        groups = [range(g, min(nt, g + cfg.num_eid_fifos)) for g in range(0, nt, cfg.num_eid_fifos)]
+        cond_base = self.amap.alloc(f"L{li}.condensed", int(wlay.row_bytes[plan.pair_src].sum()) if plan else 0)
+        share = buf["sparse"].capacity // max(1, min(nt, cfg.num_eid_fifos))
+        cond_off = np.zeros(nt, np.int64)
+        if plan:
+            cb = np.bincount(plan.pair_dst_tile, weights=wlay.row_bytes[plan.pair_src], minlength=nt)
+            cond_off = (np.cumsum(cb) - cb).astype(np.int64)
+        cond_fill = np.zeros(nt, np.int64)  # bytes of each subgraph's condensed region written so far
+
+        def condense_pass(t: int, start: float, group: range) -> float:
+            lo, hi = tile_of(t)
+            st["condense"].work_items += hi - lo
+            m = (plan.pair_src >= lo) & (plan.pair_src < hi) & (plan.pair_dst_tile >= group.start) & (
+                plan.pair_dst_tile < group.stop)
+            done = start + condense_cycles(hi - lo)
+            eids = int(m.sum()) * EID_BYTES  # FIFO refills: the eIDs popped by this tile's hits
+            done = max(done, dram.request(start, self.amap.alloc(f"L{li}.eids.{t}.{group.start}", eids), eids,
+                                          write=False, tensor="eids"))
+            if m.any():
+                rb = np.bincount(plan.pair_dst_tile[m], weights=wlay.row_bytes[plan.pair_src[m]], minlength=nt)
+                for d in np.flatnonzero(rb):
+                    nb = int(rb[d])
+                    spill = max(0, cond_fill[d] + nb - share) - max(0, cond_fill[d] - share)
+                    buf["sparse"].write(nb - spill)
+                    if spill:
+                        done = max(done, dram.request(start, cond_base + int(cond_off[d] + cond_fill[d]), spill,
+                                                      write=True, tensor="condensed"))
+                    cond_fill[d] += nb
+            st["condense"].busy_cycles += condense_cycles(hi - lo)
+            return done
+
+        def load_x(t: int, s: float) -> float:
+            done, nbytes = self._stream(s, f"L{li}.x", x_reg, t, write=False)
+            buf["input"].write(nbytes)
+            buf["weight"].record(1, int(w_fits and t > 0))
+            if t == 0 or not w_fits:
+                done = max(done, dram.request(s, w_base, w_bytes, write=False, tensor="weights"))
+                buf["weight"].write(min(w_bytes, buf["weight"].capacity))
+            return done
+
+        dec_x = np.add.reduceat(xl.decode_work, starts)
+        dec_xw = np.add.reduceat(wlay.decode_work, starts)
+        dec_out = np.add.reduceat(ol.decode_work, starts)
+
+        def decode_c(t: int, s: float) -> float:
+            nbytes = sum(int(v[2][t]) for v in x_reg.values())
+            buf["input"].read(nbytes)
+            self.ops["codec_bytes"] += nbytes if cfg.feature_format != "dense" else 0
+            st["decoder"].work_items += int(dec_x[t])
+            return s + decode_cycles(int(dec_x[t]), cfg.num_decoders)
+
+        def combine(t: int, s: float) -> float:
+            lo, hi = tile_of(t)
+            buf["weight"].read(w_bytes)
+            if cfg.comb_bit_serial:
+                work = int(bit_work_t[t])
+                self.ops["bit_cycles"] += work * f_out
+                st["combination"].work_items += work
+                return s + bitserial_cycles(cfg, work, f_out)
+            self.ops["macs"] += (hi - lo) * f_in * f_out
+            st["combination"].work_items += (hi - lo) * f_in * f_out
+            return s + mac_cycles(cfg, hi - lo, f_in, f_out)
+
+        def writeback_c(t: int, s: float) -> float:
+            done, nbytes = self._stream(s, f"L{li}.xw", xw_reg, t, write=True)
+            buf["combination"].write(nbytes)
+            lo, hi = tile_of(t)
+            done = max(done, s + decode_cycles(int(dec_xw[t]), cfg.num_decoders),
+                       s + requant_cycles((hi - lo) * f_out) // cfg.num_requant_units)
+            if plan is not None:
+                done = max(done, condense_pass(t, s, groups[0]))
+            return done
+
+        c_ready = self._ready_for(prev_ready, n, tn)
+        stages = [Stage(name=k, stats=st[k], service=f) for k, f in
+                  [("load_x", load_x), ("decoder", decode_c), ("combination", combine), ("writeback_c", writeback_c)]]
+        end_c = run_pipeline(stages, nt, c_ready)[-1]
+        group_done = {0: max(end_c)}
+        for gi, group in enumerate(groups[1:] if plan else [], start=1):  # extra Condense-Edge passes over XW
+            def reread(t: int, s: float) -> float:
+                return self._stream(s, f"L{li}.xw_reread", {k: v for k, v in xw_reg.items()}, t, write=False)[0]
+            extra = [Stage(name="load_x", stats=st["load_x"], service=reread),
+                     Stage(name="condense", stats=StageStats(), service=lambda t, s, g=group: condense_pass(t, s, g))]
+            group_done[gi] = max(run_pipeline(extra, nt, end_c)[-1])
+        # ---- phase A: aggregation over destination tiles --------------------------------------------------
+        src = wl.indices
+        groups_a = cfg.num_agg_units // cfg.agg_lanes
+        beats_t = np.add.reduceat(np.maximum(np.diff(wl.indptr), 1), starts) * -(-f_out // cfg.agg_lanes)
+        edges_base = self.amap.alloc(f"L{li}.edges", 4 * (n + 1 + src.size))
+        src_tiles_of = [np.unique(src[wl.indptr[lo]:wl.indptr[hi]] // tn) for lo, hi in map(tile_of, range(nt))]
+        a_ready = [max(max(end_c[s] for s in src_tiles_of[d]) if src_tiles_of[d].size else end_c[d],
+                       group_done[d // cfg.num_eid_fifos] if plan else 0.0) for d in range(nt)]
+        row_off = np.cumsum(wlay.row_bytes) - wlay.row_bytes
+        rows_base = self.amap.alloc(f"L{li}.xw_rows", int(wlay.row_bytes.sum()))
+
+        def load_a(d: int, s: float) -> float:
+            lo, hi = tile_of(d)
+            e0, e1 = int(wl.indptr[lo]), int(wl.indptr[hi])
+            eb = 4 * (e1 - e0 + hi - lo + 1)
+            buf["edge"].write(eb)
+            done = dram.request(s, edges_base + 4 * (e0 + lo), eb, write=False, tensor="edges")
+            own, _ = self._stream(s, f"L{li}.xw", xw_reg, d, write=False)  # the tile's own XW block
+            done = max(done, own)
+            cross = np.unique(src[e0:e1])
+            cross = cross[(cross < lo) | (cross >= hi)]
+            if cfg.source_reads == "condensed":
+                nb = int(wlay.row_bytes[cross].sum())
+                on_chip = min(nb, share)
+                buf["sparse"].record(cross.size, int(np.searchsorted(np.cumsum(wlay.row_bytes[cross]), share,
+                                                                      side="right")))
+                buf["sparse"].read(on_chip)
+                if nb > on_chip:
+                    done = max(done, dram.request(s, cond_base + int(cond_off[d]) + on_chip, nb - on_chip,
+                                                  write=False, tensor="condensed"))
+            elif cfg.source_reads == "rows":
+                for j in cross.tolist():
+                    if not buf["combination"].lookup(j, int(wlay.row_bytes[j])):
+                        done = max(done, dram.request(s, rows_base + int(row_off[j]), int(wlay.row_bytes[j]),
+                                                      write=False, tensor="xw.rows"))
+            else:  # src_tiles: 2-D tiling, a touched source tile is fetched whole
+                for k in np.unique(cross // tn).tolist():
+                    size = sum(int(v[2][k]) for v in xw_reg.values())
+                    if not buf["combination"].lookup(("tile", k), size):
+                        done = max(done, self._stream(s, f"L{li}.xw_tiles", xw_reg, k, write=False)[0])
+            return done
+
+        def decode_a(d: int, s: float) -> float:  # the tile's own block; condensed rows are decoded on the fly
+            st["decoder"].work_items += int(dec_xw[d])
+            return s + decode_cycles(int(dec_xw[d]), cfg.num_decoders)
+
+        def aggregate(d: int, s: float) -> float:
+            lo, hi = tile_of(d)
+            acc = int(wl.indptr[hi] - wl.indptr[lo]) * f_out
+            self.ops["accumulations"] += acc
+            st["aggregation"].work_items += int(beats_t[d])
+            buf["aggregation"].read(acc * cfg.psum_bits // 8)
+            buf["aggregation"].write(acc * cfg.psum_bits // 8)
+            return s + aggregation_cycles(int(beats_t[d]), groups_a)
+
+        def writeback_a(d: int, s: float) -> float:
+            lo, hi = tile_of(d)
+            done, nbytes = self._stream(s, f"L{li}.out", out_reg, d, write=True)
+            return max(done, s + decode_cycles(int(dec_out[d]), cfg.num_decoders),
+                       s + requant_cycles((hi - lo) * f_out) // cfg.num_requant_units)
+
+        stages = [Stage(name=k, stats=st[k], service=f) for k, f in
+                  [("load_a", load_a), ("decoder", decode_a), ("aggregation", aggregate),
+                   ("writeback_a", writeback_a)]]
+        return tn, run_pipeline(stages, nt, a_ready)[-1]
+
+    def _layer_agg_first(self, wl, li: int, lt, prev_ready) -> tuple[int, list[float]]:
+        """HyGCN: aggregate X rows of the sources (window sliding = only referenced rows), then combine."""
+        cfg, st, dram, buf = self.cfg, self.stats, self.dram, self.buffers
+        n, f_in = lt.x_codes.shape
+        f_out = lt.xw_codes.shape[1]
+        tn = tile_nodes(cfg, f_in)
+        starts = np.arange(0, n, tn)
+        nt = starts.size
+        xl, ol = self._layout(lt.x_codes, lt.x_bits), self._out_layout(lt, f_out)
+        self.input_layouts.append(xl)
+        x_reg = self._place(f"L{li}.x", xl, starts)
+        out_reg = self._place(f"L{li}.out", ol, starts)
+        row_off = np.cumsum(xl.row_bytes) - xl.row_bytes
+        rows_base = self.amap.alloc(f"L{li}.x_rows", int(xl.row_bytes.sum()))
+        w_bytes, w_fits = self._weights(lt, f_in, f_out)
+        w_base = self.amap.alloc(f"L{li}.weights", w_bytes)
+        edges_base = self.amap.alloc(f"L{li}.edges", 4 * (n + 1 + wl.indices.size))
+        src = wl.indices
+        beats_t = np.add.reduceat(np.maximum(np.diff(wl.indptr), 1), starts) * -(-f_in // cfg.agg_lanes)
+        bounds = [(int(a), int(min(n, a + tn))) for a in starts]
+
+        def load_a(d: int, s: float) -> float:
+            lo, hi = bounds[d]
+            e0, e1 = int(wl.indptr[lo]), int(wl.indptr[hi])
+            eb = 4 * (e1 - e0 + hi - lo + 1)
+            buf["edge"].write(eb)
+            done = dram.request(s, edges_base + 4 * (e0 + lo), eb, write=False, tensor="edges")
+            done = max(done, self._stream(s, f"L{li}.x", x_reg, d, write=False)[0])
+            if d == 0 or not w_fits:
+                done = max(done, dram.request(s, w_base, w_bytes, write=False, tensor="weights"))
+            buf["weight"].record(1, int(w_fits and d > 0))
+            cross = np.unique(src[e0:e1])
+            for j in cross[(cross < lo) | (cross >= hi)].tolist():
+                if not buf["input"].lookup(j, int(xl.row_bytes[j])):
+                    done = max(done, dram.request(s, rows_base + int(row_off[j]), int(xl.row_bytes[j]),
+                                                  write=False, tensor="x.rows"))
+            return done
+
+        def aggregate(d: int, s: float) -> float:
+            lo, hi = bounds[d]
+            acc = int(wl.indptr[hi] - wl.indptr[lo]) * f_in
+            self.ops["accumulations"] += acc
+            st["aggregation"].work_items += int(beats_t[d])
+            buf["aggregation"].read(acc * cfg.psum_bits // 8)
+            buf["aggregation"].write(acc * cfg.psum_bits // 8)
+            return s + aggregation_cycles(int(beats_t[d]), cfg.num_agg_units // cfg.agg_lanes)
+
+        def combine(d: int, s: float) -> float:
+            lo, hi = bounds[d]
+            buf["weight"].read(w_bytes)
+            self.ops["macs"] += (hi - lo) * f_in * f_out
+            st["combination"].work_items += (hi - lo) * f_in * f_out
+            return s + mac_cycles(cfg, hi - lo, f_in, f_out)
+
+        def writeback_a(d: int, s: float) -> float:
+            return self._stream(s, f"L{li}.out", out_reg, d, write=True)[0]
+
+        stages = [Stage(name=k, stats=st[k], service=f) for k, f in
+                  [("load_a", load_a), ("aggregation", aggregate), ("combination", combine),
+                   ("writeback_a", writeback_a)]]
+        ready = [max(prev_ready[1])] * nt if prev_ready is not None else [0.0] * nt  # needs X rows of any node
+        return tn, run_pipeline(stages, nt, ready)[-1]

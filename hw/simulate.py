@@ -1,0 +1,65 @@
+"""``python -m hw.simulate <export-or-dataset> --arch mega|hygcn|gcnax [--config my_arch.toml]``.
+
+Builds the workload (a quantized export path, or a dataset / synthetic name: cora, citeseer, pubmed,
+amazon-computers, coauthor-cs, rmat-<scale>, sbm-<nodes>; dataset bitwidths follow hw/workload.py's degree rule),
+simulates it, runs the functional check, prints a summary table and writes ``<out>/<name>_<arch>.json`` + ``.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from hw.config import PRESETS, load_config, preset
+from hw.plots import plot_result
+from hw.report import run_simulation
+from hw.workload import workload_from_export, workload_from_graph
+
+
+def summary(result: dict) -> str:
+    lines = [f"{result['arch']} on {result['workload']['name']} ({result['workload']['num_nodes']} nodes, "
+             f"{result['workload']['num_edges']} edges incl. self loops; bits: {result['workload']['bits_source']})",
+             f"total cycles {result['total_cycles']:.0f}  latency {result['latency_us']:.1f} us  "
+             f"functional check {result['functional_check']}",
+             f"{'engine':<12}{'busy':>12}{'stall_in':>12}{'stall_out':>12}{'idle':>12}{'util':>7}"]
+    for name, e in result["engines"].items():
+        lines.append(f"{name:<12}{e['busy_cycles']:>12.0f}{e['stall_input_cycles']:>12.0f}"
+                     f"{e['stall_output_cycles']:>12.0f}{e['idle_cycles']:>12.0f}{e['utilization']:>7.2f}")
+    d = result["dram"]
+    lines.append(f"DRAM {d['total_bytes'] / 2**20:.3f} MiB (read {d['read_bytes'] / 2**20:.3f}, write "
+                 f"{d['write_bytes'] / 2**20:.3f}); bandwidth utilization {d['bandwidth_utilization']:.2f}; "
+                 f"row-hit rate {d['row_hit_rate']:.2f}")
+    lines += [f"  {k:<12}{v / 2**20:>10.3f} MiB" for k, v in d["bytes_by_kind"].items()]
+    lines.append("buffer hit rates: " + ", ".join(f"{k} {b['hit_rate']:.2f}" for k, b in result["buffers"].items()
+                                                   if b["lookups"]))
+    lines.append(f"energy {result['energy_pj']['total'] / 1e6:.3f} uJ (DRAM {result['energy_pj']['dram'] / 1e6:.3f})")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(prog="python -m hw.simulate", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("workload", help="quantized export path or dataset/synthetic name")
+    p.add_argument("--arch", default="mega", choices=sorted(PRESETS))
+    p.add_argument("--config", help="TOML file overriding the preset's fields (top level or [accelerator])")
+    p.add_argument("--hidden", type=int, default=128, help="hidden width of the 2-layer GCN (dataset workloads)")
+    p.add_argument("--out", default="benchmarks/results", help="directory for the JSON and PNG")
+    p.add_argument("--no-check", action="store_true", help="skip the functional check")
+    args = p.parse_args(argv)
+    cfg = load_config(args.config, base=args.arch) if args.config else preset(args.arch)
+    wl = (workload_from_export(args.workload) if Path(args.workload).exists()
+          else workload_from_graph(args.workload, hidden=args.hidden))
+    result = run_simulation(wl, cfg, check=not args.no_check)
+    print(summary(result))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = out / f"hw_sim_{wl.name}_{cfg.name}"
+    stem.with_suffix(".json").write_text(json.dumps(result, indent=1, default=float))
+    plot_result(result, stem.with_suffix(".png"))
+    print(f"wrote {stem}.json and {stem}.png")
+    return result
+
+
+if __name__ == "__main__":
+    main()

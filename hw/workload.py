@@ -1,0 +1,168 @@
+"""What the simulator consumes: per-layer integer tensors of a quantized 2-layer GCN plus the graph.
+
+Two sources:
+
+* :func:`workload_from_export` — a quantized export of a trained model (``quant/export.py``, written elsewhere;
+  a hook until it exists).
+* :func:`workload_from_graph` — a dataset or synthetic topology with **bitwidths from a degree rule** (label:
+  ``"degree-rule"``; not learned): ``bits_i = clip(2 + floor(log2(1 + indeg_i)), 2, 8)`` (higher in-degree ->
+  more bits, the direction A2Q/MEGA report), random 4-bit weights (seeded), power-of-two steps calibrated on
+  the float64 forward. Datasets without features (``pubmed`` topology) get seeded sparse binary features.
+
+Power-of-two steps make the float64 fake-quant reference (:func:`quant.integer_gnn.gcn_forward_reference` with
+``exact_constants=False``) equal the integer golden path bit for bit when no partial sum saturates, so the
+reference outputs of a graph workload come from the float64 path and the functional check (hw/functional.py)
+runs the integer path against them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from quant.fixed_point import code_limit
+from quant.integer_gnn import QuantizedGCN, QuantizedGCNLayer, fake_quant, gcn_forward_reference, gcn_graph
+
+BITS_RULE = "degree-rule: bits = clip(2 + floor(log2(1 + in_degree)), 2, 8)"
+
+
+@dataclass(frozen=True, kw_only=True)
+class LayerTensors:
+    """Integer tensors of one layer. x_codes (N, F_in) int8 input codes, x_bits (N,); xw_codes (N, F_out) int8,
+    xw_bits (N,); out_codes (N, F_out) int64 (next-layer codes, or accumulator of the last layer)."""
+
+    x_codes: np.ndarray
+    x_bits: np.ndarray
+    xw_codes: np.ndarray
+    xw_bits: np.ndarray
+    out_codes: np.ndarray
+    out_bits: np.ndarray | None
+    w_bits: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Workload:
+    """A graph (GCN edges with self loops, destination-major CSR) and its layers."""
+
+    name: str
+    bits_source: str
+    indptr: np.ndarray
+    indices: np.ndarray
+    model: QuantizedGCN
+    edge_index: np.ndarray
+    layers: tuple[LayerTensors, ...]
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.indptr.shape[0] - 1)
+
+    @property
+    def num_edges(self) -> int:
+        return int(self.indices.shape[0])
+
+
+def degree_bits(indeg: np.ndarray) -> np.ndarray:
+    """The degree rule (see module docstring). (N,) int -> (N,) int64 in 2..8."""
+    return np.clip(2 + np.floor(np.log2(1.0 + indeg)).astype(np.int64), 2, 8)
+
+
+def _pow2_steps(absmax: np.ndarray, bits: np.ndarray) -> np.ndarray:
+    """Per-row power-of-two step >= absmax / qmax (1.0 for all-zero rows)."""
+    q = np.maximum(code_limit(bits), 1).astype(np.float64)
+    ratio = np.where(absmax > 0, absmax / q, 1.0)
+    return 2.0 ** np.ceil(np.log2(ratio))
+
+
+def build_gcn(x: np.ndarray, edge_index: np.ndarray, dims: tuple[int, ...], seed: int = 0,
+              frac_bits: int = 6) -> QuantizedGCN:
+    """Quantized GCN with degree-rule bits, seeded 4-bit weights and power-of-two steps. x (N, F_in) float."""
+    rng = np.random.default_rng(seed)
+    n = x.shape[0]
+    graph = gcn_graph(edge_index, n)
+    bits = degree_bits(np.diff(graph[0]) - 1)  # in-degree without the self loop
+    steps = _pow2_steps(np.abs(x).max(axis=1), bits)
+    h = fake_quant(x, steps[:, None], bits[:, None])  # codes
+    x_codes = h.astype(np.int8)
+    layers, h_real = [], h * steps[:, None]
+    for i, (f_in, f_out) in enumerate(zip(dims[:-1], dims[1:])):
+        w = rng.standard_normal((f_out, f_in)) * np.sqrt(2.0 / (f_in + f_out))
+        w_steps = _pow2_steps(np.abs(w).max(axis=1), np.full(f_out, 4))
+        w_codes = fake_quant(w, w_steps[:, None], 4).astype(np.int8)
+        xw = h_real @ (w_codes * w_steps[:, None]).T
+        xw_steps = _pow2_steps(np.abs(xw).max(axis=1), bits)
+        last = i == len(dims) - 2
+        lay = QuantizedGCNLayer(x_steps=steps, x_bits=bits, w_codes=w_codes, w_steps=w_steps, w_bits=4,
+                                xw_steps=xw_steps, xw_bits=bits, relu=not last, frac_bits=frac_bits)
+        out, _ = _layer_ref(lay, h, graph)
+        if not last:
+            out_steps = _pow2_steps(np.abs(out).max(axis=1), bits)
+            lay = QuantizedGCNLayer(**{**lay.__dict__, "out_steps": out_steps, "out_bits": bits})
+            h = fake_quant(out, out_steps[:, None], bits[:, None])
+            h_real, steps = h * out_steps[:, None], out_steps
+        layers.append(lay)
+    return QuantizedGCN(x_codes=x_codes, layers=tuple(layers))
+
+
+def _layer_ref(layer: QuantizedGCNLayer, codes: np.ndarray, graph: tuple) -> tuple[np.ndarray, np.ndarray]:
+    from quant.integer_gnn import gcn_layer_reference
+    return gcn_layer_reference(layer, codes, graph, exact_constants=False)
+
+
+def workload_from_model(name: str, model: QuantizedGCN, edge_index: np.ndarray, bits_source: str) -> Workload:
+    """Reference tensors of every layer from the float64 fake-quant path (equal to the integer path, see above)."""
+    n = model.x_codes.shape[0]
+    indptr, indices, _ = gcn_graph(edge_index, n)
+    outs, _ = gcn_forward_reference(model, edge_index, exact_constants=False)
+    h, layers = model.x_codes, []
+    for lay, out in zip(model.layers, outs):
+        if lay.out_steps is None:  # last layer: real values -> accumulator units U 2^-frac (exact, see above)
+            out = np.rint(out / (lay.ref_scale * 2.0**-lay.frac_bits)).astype(np.int64)
+        xr = h.astype(np.float64) * lay.x_steps[:, None]
+        xw = xr @ (lay.w_codes.astype(np.float64) * lay.w_steps[:, None]).T
+        xw_codes = fake_quant(xw, lay.xw_steps[:, None], lay.xw_bits[:, None]).astype(np.int8)
+        layers.append(LayerTensors(x_codes=np.asarray(h, dtype=np.int8), x_bits=np.asarray(lay.x_bits),
+                                   xw_codes=xw_codes, xw_bits=np.asarray(lay.xw_bits), out_codes=np.asarray(out),
+                                   out_bits=lay.out_bits, w_bits=lay.w_bits))
+        h = out
+    return Workload(name=name, bits_source=bits_source, indptr=indptr, indices=indices, model=model,
+                    edge_index=np.asarray(edge_index), layers=tuple(layers))
+
+
+def _graph_features(name: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(x (N, F) float64, edge_index (2, E)) of a dataset name, ``rmat-<scale>`` or ``sbm-<nodes>``."""
+    if name.startswith("rmat-"):
+        from gnn.data.synthetic import powerlaw_graph
+        g = powerlaw_graph(int(name.split("-")[1]), edge_factor=16, num_features=64, seed=seed)
+    elif name.startswith("sbm-"):
+        from gnn.data.synthetic import sbm_graph
+        g = sbm_graph(int(name.split("-")[1]), num_features=64, seed=seed)
+    else:
+        from gnn.data.loaders import load_dataset
+        g = load_dataset(name)
+    ei = g.data.edge_index.numpy()
+    n = int(g.data.num_nodes)
+    if getattr(g.data, "x", None) is None:  # topology only: seeded sparse binary bag-of-words, 500 features
+        rng = np.random.default_rng(seed)
+        x = (rng.random((n, 500)) < 0.1).astype(np.float64)
+    else:
+        x = g.data.x.numpy().astype(np.float64)
+    return x, ei
+
+
+def workload_from_graph(name: str, hidden: int = 128, num_classes: int = 16, seed: int = 0) -> Workload:
+    """2-layer GCN workload (F_in -> hidden -> num_classes) on a dataset/synthetic graph, degree-rule bits."""
+    x, ei = _graph_features(name, seed)
+    model = build_gcn(x, ei, (x.shape[1], hidden, num_classes), seed=seed)
+    return workload_from_model(name, model, ei, BITS_RULE)
+
+
+def workload_from_export(path: str) -> Workload:
+    """Workload of a quantized export (quant/export.py ``load()``). Hook: the exporter is not in the repo yet."""
+    try:
+        from quant import export  # noqa: F401
+    except ImportError as err:
+        raise NotImplementedError(
+            f"workload_from_export({path!r}): quant/export.py (with load()) does not exist yet; simulate a "
+            "dataset instead (e.g. `python -m hw.simulate cora`) or add the exporter") from err
+    raise NotImplementedError("workload_from_export: quant.export exists but its load() format is not wired yet")

@@ -1,0 +1,51 @@
+from dataclasses import replace
+
+import pytest
+
+from hw.config import SOURCES, AcceleratorConfig, ablation_variants, load_config, mega, preset
+
+
+def test_mega_defaults_match_transcription():
+    c = mega()
+    assert (c.clock_ghz, c.dram_bandwidth_gbs, c.dram_access_bytes) == (1.0, 256.0, 128)
+    assert c.num_bse == 4 * 8 * 32 and c.weight_bits == 4 and c.num_agg_units == 256 and c.psum_bits == 16
+    assert [v // 1024 for v in c.buffer_bytes.values()] == [64, 24, 48, 96, 128, 32]
+    assert (c.num_eid_fifos, c.eid_fifo_depth) == (16, 8)
+    assert c.bytes_per_cycle == 256.0
+    assert "secondary" in SOURCES["num_bse_per_cpe"] and "assumption" in SOURCES["dram_latency_cycles"]
+
+
+@pytest.mark.parametrize("kw, msg", [({"dram_bandwidth_gbs": 0.0}, "dram_bandwidth_gbs"),
+                                     ({"num_agg_units": 0}, "num_agg_units"),
+                                     ({"feature_format": "csr"}, "valid"),
+                                     ({"dram_access_bytes": 96}, "power of two"),
+                                     ({"agg_lanes": 24}, "multiple")])
+def test_invalid_configs_rejected(kw, msg):
+    with pytest.raises(ValueError, match=msg):
+        AcceleratorConfig(**kw)
+
+
+def test_buffer_smaller_than_package_rejected(tmp_path):
+    f = tmp_path / "tiny.toml"
+    f.write_text("[accelerator]\nsparse_buffer_kib = 0\n")
+    with pytest.raises(ValueError, match="sparse_buffer_kib"):
+        load_config(f)
+
+
+def test_toml_overrides_and_unknown_keys(tmp_path):
+    f = tmp_path / "a.toml"
+    f.write_text("base = 'gcnax'\ndram_bandwidth_gbs = 128.0\n")
+    c = load_config(f)
+    assert c.name == "gcnax" and c.dram_bandwidth_gbs == 128.0 and "user file" in c.sources["dram_bandwidth_gbs"]
+    f.write_text("dram_bandwith = 1\n")
+    with pytest.raises(ValueError, match="unknown accelerator keys"):
+        load_config(f)
+    with pytest.raises(ValueError, match="valid"):
+        preset("awb-gcn")
+
+
+def test_presets_and_ablation_are_valid_and_distinct():
+    v = ablation_variants()
+    assert list(v) == ["fp32", "degree_aware_bitmap", "adaptive_package", "condense_edge"]
+    assert v["condense_edge"] == replace(mega(), name="condense_edge")
+    assert preset("hygcn").order == "aggregation_first" and preset("gcnax").source_reads == "src_tiles"
