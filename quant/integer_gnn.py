@@ -97,7 +97,8 @@ class QuantizedGCNLayer:
                 object.__setattr__(self, name, np.asarray(getattr(self, name), dtype=np.int64))
         object.__setattr__(self, "w_codes", np.asarray(self.w_codes, dtype=np.int8))
         if self.xw_scheme not in XW_SCHEMES:
-            raise ValueError(f"QuantizedGCNLayer: unknown xw_scheme {self.xw_scheme!r}; valid: {', '.join(XW_SCHEMES)}")
+            raise ValueError(f"QuantizedGCNLayer: unknown xw_scheme {self.xw_scheme!r}; valid: "
+                             f"{', '.join(XW_SCHEMES)}")
         n = self.x_steps.shape[0]
         f_out, _ = self.w_codes.shape
         xw_len = n if self.xw_scheme == "node" else f_out

@@ -41,13 +41,15 @@ def make_model(rng, pow2, agg=False, psum_bits=32, frac_bits=10, xw_scheme="node
     l1 = QuantizedGCNLayer(
         x_steps=steps(rng, N, -4, -1, pow2), x_bits=x_bits, w_codes=rng.integers(-7, 8, (F1, F0)).astype(np.int8),
         w_steps=steps(rng, F1, -5, -2, pow2), xw_steps=steps(rng, xw_len or F1, -4, -1, pow2),
-        xw_bits=np.full(xw_len or F1, 4), xw_scheme=xw_scheme, agg_steps=steps(rng, N, -4, -1, pow2) if agg else None, agg_bits=np.full(N, 6) if agg else None,
+        xw_bits=np.full(xw_len or F1, 4), xw_scheme=xw_scheme,
+        agg_steps=steps(rng, N, -4, -1, pow2) if agg else None, agg_bits=np.full(N, 6) if agg else None,
         bias=rng.normal(0, 0.1, F1), out_steps=steps(rng, N, -5, -2, pow2), out_bits=rng.integers(3, 7, N),
         psum_bits=psum_bits, frac_bits=frac_bits)
     l2 = QuantizedGCNLayer(
         x_steps=l1.out_steps, x_bits=l1.out_bits, w_codes=rng.integers(-7, 8, (F2, F1)).astype(np.int8),
         w_steps=steps(rng, F2, -5, -2, pow2), xw_steps=steps(rng, xw_len or F2, -4, -1, pow2),
-        xw_bits=np.full(xw_len or F2, 4), xw_scheme=xw_scheme, bias=rng.normal(0, 0.1, F2), relu=False, psum_bits=psum_bits, frac_bits=frac_bits)
+        xw_bits=np.full(xw_len or F2, 4), xw_scheme=xw_scheme, bias=rng.normal(0, 0.1, F2), relu=False,
+        psum_bits=psum_bits, frac_bits=frac_bits)
     return QuantizedGCN(x_codes=x, layers=(l1, l2))
 
 

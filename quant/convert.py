@@ -1,0 +1,230 @@
+"""Trained quantized GCN -> integer golden model (:class:`quant.integer_gnn.QuantizedGCN`).
+
+Input: a ``gnn.models.GNN`` with ``arch="gcn"`` (node task: ``pool="none"``, no norm, no residual) quantized by
+``quant.api.quantize_`` with ``method="a2q"`` or ``"degree-aware"`` and trained (or only calibrated). Mapping of the
+quantizer modules (``quant.a2q.A2QQuantizer``) onto the integer layer, per GCN layer ``l``:
+
+* ``x_steps``, ``x_bits`` <- ``convs[l].q_input``: node scheme ``|s_i|``, ``round(|b_i|)``; degree scheme: the
+  table row of ``bucket(indeg_i)`` (the table itself is kept in ``ConvertedGCN.degree_tables``);
+* ``w_codes``, ``w_steps`` <- ``convs[l].lin.q_weight`` (scheme row): codes ``round_haz(clamp(W / t_f))`` computed
+  by the model's own quantizer, per-output-channel ``t_f``;
+* ``xw_steps``, ``xw_bits`` <- ``convs[l].q_xw``: channel scheme -> per-channel ``u_f`` (``xw_scheme="channel"``);
+  node / degree scheme -> per node;
+* ``agg_steps`` <- ``convs[l].q_aggregate``: the identity (A2Q's GCN) -> None; node / degree -> per node;
+* ``out_steps`` <- ``convs[l + 1].q_input`` as ``x_steps`` of the next layer; None on the last layer.
+
+The first layer's input is FP32 in A2Q (``quantize_first_input=False``). The export then derives integer codes
+from the features: each row ``x_i`` with ``x_i / max|x_i|`` in ``{-1, 0, 1}`` (binary and row-normalised
+bag-of-words, e.g. Cora) is *exactly* ``codes * step`` with 2-bit codes and step ``max|x_i|``; any other row gets
+8-bit codes with step ``max|x_i| / 127`` and ``ConvertedGCN.input_exact`` is False (an approximation the fake-quant
+model does not make). All-zero rows get bitwidth 1 (A2Q's all-zero width).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from gnn.ops import in_degree
+from quant.a2q import FEATURE_SCHEMES, A2QQuantizer
+from quant.degree_aware import bucket_degree_ranges, degree_bucket
+from quant.integer_gnn import QuantizedGCN, QuantizedGCNLayer, fake_quant
+from quant.quantizers import STEP_EPS, a2q_quantize
+
+SUPPORTED_METHODS = ("a2q", "degree-aware")
+INPUT_FALLBACK_BITS = 8
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConvertedGCN:
+    """The integer model plus what the export needs to describe it.
+
+    model: the integer GCN; edge_index (2, E) int64 and in_degree (N,) int64 of the graph it runs on;
+    input_exact: the first layer's input codes reproduce the FP32 features exactly;
+    x_schemes: per layer, where ``x_steps`` come from: "input" (derived from FP32 features), "node", "degree";
+    degree_tables: per layer index with a degree-aware input quantizer, ``{"bucket_scheme", "min_degree" (D,),
+    "max_degree" (D,) (-1 = unbounded), "bits" (D,) signed widths, "step" (D,)}``.
+    """
+
+    model: QuantizedGCN
+    edge_index: np.ndarray
+    in_degree: np.ndarray
+    input_exact: bool
+    x_schemes: tuple[str, ...]
+    degree_tables: dict[int, dict]
+
+
+def _check_model(model: nn.Module) -> None:
+    cfg = getattr(model, "cfg", None)
+    qcfg = getattr(model, "_quant_cfg", None)
+    if cfg is None or getattr(cfg, "arch", None) != "gcn":
+        raise ValueError("to_quantized_gcn: the integer golden model covers GCN only; got arch="
+                         f"{getattr(cfg, 'arch', None)!r}. Export a model built with ModelConfig(arch='gcn')")
+    if cfg.pool != "none" or cfg.norm != "none" or cfg.residual:
+        raise ValueError(f"to_quantized_gcn: need a node-task GCN without norm or residual (pool='none', "
+                         f"norm='none', residual=False); got pool={cfg.pool!r}, norm={cfg.norm!r}, "
+                         f"residual={cfg.residual}")
+    if qcfg is None:
+        raise ValueError("to_quantized_gcn: the model is not quantized; call quant.api.quantize_ (or "
+                         "load_trained) first")
+    if qcfg.method not in SUPPORTED_METHODS:
+        raise ValueError(f"to_quantized_gcn: method {qcfg.method!r} has no integer path (Degree-Quant is affine "
+                         f"with zero points); supported: {', '.join(SUPPORTED_METHODS)}")
+
+
+def _step(q: A2QQuantizer) -> torch.Tensor:
+    return q.step.detach().abs().clamp_min(STEP_EPS)
+
+
+def _per_node(q: A2QQuantizer, in_deg: torch.Tensor, who: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per-node (steps (N,), signed bits (N,)) of a node or degree-scheme quantizer."""
+    steps, bits = _step(q).view(-1), q.rounded_bits().view(-1)
+    if q.scheme == "degree":
+        idx = degree_bucket(in_deg, q.num_buckets, q.bucket_scheme)
+        steps, bits = steps[idx], bits[idx]
+    elif q.scheme != "node":
+        raise ValueError(f"to_quantized_gcn: {who} uses scheme {q.scheme!r}; per-node values exist for the "
+                         f"schemes 'node' and 'degree' (NNS selection depends on each input, graph tasks only)")
+    return steps.double().cpu().numpy(), bits.long().cpu().numpy()
+
+
+def degree_table(q: A2QQuantizer) -> dict:
+    """The learned table of a degree-aware quantizer (see `ConvertedGCN`)."""
+    ranges = bucket_degree_ranges(q.num_buckets, q.bucket_scheme)
+    return {"bucket_scheme": q.bucket_scheme,
+            "min_degree": np.array([lo for lo, _ in ranges], dtype=np.int64),
+            "max_degree": np.array([-1 if hi is None else hi for _, hi in ranges], dtype=np.int64),
+            "bits": q.rounded_bits().view(-1).long().cpu().numpy(),
+            "step": _step(q).view(-1).double().cpu().numpy()}
+
+
+def input_codes(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+    """Integer codes of FP32 features (see the module docstring). x (N, F) -> codes (N, F) int8, steps (N,)
+    float64, bits (N,) int64, exact."""
+    x = np.asarray(x, dtype=np.float64)
+    m = np.abs(x).max(axis=1)  # (N,)
+    safe = np.where(m > 0, m, 1.0)
+    ratio = x / safe[:, None]
+    ternary = np.all((ratio == 0) | (np.abs(ratio) == 1), axis=1)  # rows exactly {-m, 0, m}
+    steps = np.where(ternary, safe, safe / (2 ** (INPUT_FALLBACK_BITS - 1) - 1))
+    bits = np.where(m == 0, 1, np.where(ternary, 2, INPUT_FALLBACK_BITS)).astype(np.int64)
+    codes = fake_quant(x, steps[:, None], bits[:, None]).astype(np.int8)
+    return codes, steps, bits, bool(ternary[m > 0].all())
+
+
+def to_quantized_gcn(model: nn.Module, x: torch.Tensor, edge_index: torch.Tensor, frac_bits: int = 14,
+                     psum_bits: int = 32) -> ConvertedGCN:
+    """Integer golden model of a trained quantized GCN on the graph ``(x (N, F_in), edge_index (2, E))``.
+
+    ``frac_bits`` / ``psum_bits``: fixed-point format of the edge coefficients and aggregation partial sums
+    (``quant/FIXED_POINT.md``); the defaults keep the coefficient error of high-degree nodes small and rule out
+    partial-sum saturation on Cora-sized graphs.
+    """
+    _check_model(model)
+    convs = list(model.convs)
+    in_deg = in_degree(edge_index, x.size(0)).cpu()
+    layers, schemes, tables = [], [], {}
+    exact = True
+    for li, conv in enumerate(convs):
+        q_in = conv.q_input
+        if isinstance(q_in, A2QQuantizer):
+            x_steps, x_bits = _per_node(q_in, in_deg, f"convs[{li}].q_input")
+            schemes.append(q_in.scheme)
+            if q_in.scheme == "degree":
+                tables[li] = degree_table(q_in)
+        elif li == 0:
+            x_codes, x_steps, x_bits, exact = input_codes(x.detach().cpu().numpy())
+            schemes.append("input")
+        else:
+            raise ValueError(f"to_quantized_gcn: convs[{li}].q_input is not quantized; the integer path needs "
+                             "quantized hidden features")
+        if li == 0 and isinstance(q_in, A2QQuantizer):
+            x_codes = fake_quant(x.detach().double().cpu().numpy(), x_steps[:, None], x_bits[:, None]).astype(np.int8)
+        qw = conv.lin.q_weight
+        if not (isinstance(qw, A2QQuantizer) and qw.scheme == "row"):
+            raise ValueError(f"to_quantized_gcn: convs[{li}].lin.q_weight must be a per-output-channel A2Q "
+                             f"quantizer (scheme 'row'), got {type(qw).__name__}")
+        w_bits = qw.rounded_bits()
+        if w_bits.unique().numel() != 1:
+            raise ValueError(f"to_quantized_gcn: convs[{li}] weight bitwidths differ per channel; the integer "
+                             "layer has one w_bits")
+        codes, _ = a2q_quantize(conv.lin.weight.detach(), _step(qw), w_bits)  # the model's own codes
+        qxw = conv.q_xw
+        if isinstance(qxw, A2QQuantizer) and qxw.scheme == "channel":
+            xw_steps, xw_bits, xw_scheme = (_step(qxw).view(-1).double().numpy(),
+                                            qxw.rounded_bits().view(-1).long().numpy(), "channel")
+        elif isinstance(qxw, A2QQuantizer) and qxw.scheme in FEATURE_SCHEMES:
+            (xw_steps, xw_bits), xw_scheme = _per_node(qxw, in_deg, f"convs[{li}].q_xw"), "node"
+        else:
+            raise ValueError(f"to_quantized_gcn: convs[{li}].q_xw must be quantized (A2Q channel or node scheme)")
+        qa = conv.q_aggregate
+        agg_steps = agg_bits = None
+        if isinstance(qa, A2QQuantizer):
+            agg_steps, agg_bits = _per_node(qa, in_deg, f"convs[{li}].q_aggregate")
+        elif isinstance(qa, nn.Module) and type(qa).__name__ != "QuantPoint":
+            raise ValueError(f"to_quantized_gcn: convs[{li}].q_aggregate is a {type(qa).__name__}; expected an "
+                             "A2Q quantizer or the identity QuantPoint")
+        out_steps = out_bits = None
+        if li + 1 < len(convs):
+            nxt = convs[li + 1].q_input
+            if not isinstance(nxt, A2QQuantizer):
+                raise ValueError(f"to_quantized_gcn: convs[{li + 1}].q_input is not quantized")
+            out_steps, out_bits = _per_node(nxt, in_deg, f"convs[{li + 1}].q_input")
+        layers.append(QuantizedGCNLayer(
+            x_steps=x_steps, x_bits=x_bits, w_codes=codes.cpu().numpy().astype(np.int8),
+            w_steps=_step(qw).view(-1).double().numpy(), w_bits=int(w_bits.view(-1)[0]), xw_steps=xw_steps,
+            xw_bits=xw_bits, xw_scheme=xw_scheme, agg_steps=agg_steps, agg_bits=agg_bits,
+            bias=None if conv.bias is None else conv.bias.detach().double().cpu().numpy(),
+            out_steps=out_steps, out_bits=out_bits, relu=li + 1 < len(convs), frac_bits=frac_bits,
+            psum_bits=psum_bits))
+    return ConvertedGCN(model=QuantizedGCN(x_codes=x_codes, layers=tuple(layers)),
+                        edge_index=edge_index.detach().cpu().numpy().astype(np.int64),
+                        in_degree=in_deg.numpy().astype(np.int64), input_exact=exact, x_schemes=tuple(schemes),
+                        degree_tables=tables)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainedRun:
+    """A rebuilt trained model: ``model`` (eval mode, quantized, best.pt loaded), ``graph`` (GraphData),
+    ``config`` (config.json), ``checkpoint`` (path of the loaded weights)."""
+
+    model: nn.Module
+    graph: object
+    config: dict
+    checkpoint: Path
+
+
+def load_trained(run_dir: Path | str, seed_dir: str | None = None, data_root: str | None = None) -> TrainedRun:
+    """Rebuild the quantized model of a ``python -m gnn.train`` run directory and load its ``best.pt``.
+
+    ``seed_dir``: which ``seed<S>_fold<K>`` sub-directory (default: the first in sorted order).
+    """
+    from gnn.data.loaders import load_dataset
+    from gnn.models import ModelConfig, build_model
+    from quant.api import QuantConfig, quantize_
+
+    run_dir = Path(run_dir)
+    cfg_path = run_dir / "config.json"
+    if not cfg_path.is_file():
+        raise FileNotFoundError(f"load_trained: {cfg_path} not found; give the --run-dir of `python -m gnn.train`")
+    config = json.loads(cfg_path.read_text())
+    subs = sorted(p for p in run_dir.glob("seed*_fold*") if (p / "best.pt").is_file())
+    if seed_dir is not None:
+        subs = [p for p in subs if p.name == seed_dir]
+    if not subs:
+        raise FileNotFoundError(f"load_trained: no {seed_dir or 'seed*_fold*'}/best.pt under {run_dir}")
+    train = config["train"]
+    if train.get("quant", "none") not in SUPPORTED_METHODS:
+        raise ValueError(f"load_trained: run {run_dir} was trained with quant={train.get('quant')!r}; the export "
+                         f"supports {', '.join(SUPPORTED_METHODS)}")
+    graph = load_dataset(config["dataset"], data_root=data_root)
+    model = build_model(ModelConfig(**config["model"]))
+    quantize_(model, QuantConfig(method=train["quant"], target_bits=train["target_bits"]), graph.data)
+    model.load_state_dict(torch.load(subs[0] / "best.pt", map_location="cpu", weights_only=True))
+    model.eval()
+    return TrainedRun(model=model, graph=graph, config=config, checkpoint=subs[0] / "best.pt")

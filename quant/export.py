@@ -1,0 +1,419 @@
+"""Accelerator export of a trained quantized GCN: ``python -m quant.export --run <run_dir> --out cora_gcn.qgraph``.
+
+Format: a directory ``<name>.qgraph/`` holding ``manifest.json`` and one ``.npy`` file per array. The manifest has
+``format`` ("qgraph"), ``schema_version``, ``model``, ``dataset``, ``provenance`` (git commit, command, UTC time,
+checkpoint SHA-256), ``integer_path`` (fixed-point formats), ``layers`` (per layer: dims, schemes, bitwidths),
+``metrics`` (test accuracy of the integer path vs the fake-quant model, average bits, measured bytes) and ``arrays``:
+name -> ``{file, sha256, shape, dtype}``. Arrays (N nodes, E' = GCN edges with one self loop per node):
+
+* ``graph.edge_index`` (2, E), ``graph.indptr`` (N+1,), ``graph.indices`` (E',) destination-major CSR of the GCN
+  graph, ``graph.gcn_weight`` (E',), ``graph.in_degree`` (N,), ``graph.labels`` (N,), ``graph.test_index``;
+* per layer ``layer{l}.``: ``x_codes``, ``x_steps``, ``x_bits`` (bitwidth and step per node; degree-aware layers
+  also ``degree_min``/``degree_max``/``degree_bits``/``degree_step``, the table), ``x_packed.*`` (plain packed rows,
+  :mod:`quant.packing`), ``x_ap.*`` (Adaptive-Package stream, :mod:`quant.adaptive_package`), ``w_codes``,
+  ``w_packed``, ``w_steps``, ``xw_steps``, ``xw_bits``, optional ``agg_steps``/``agg_bits``/``bias``, the integer
+  constants ``xw_mult``/``xw_shift``, ``coef``, ``bias_int``, ``out_mult``/``out_shift``
+  (:func:`quant.fixed_point.quantize_multiplier`), and the integer path's outputs for the fixed input: ``xw_codes``,
+  ``psum``, ``out`` (next-layer codes; the last layer's 32-bit accumulator), ``out_unit``; plus ``logits``.
+
+:func:`load` checks the schema version and every checksum, shape and dtype before returning anything: a truncated,
+corrupted, missing or future-version export raises :class:`ExportError` naming the array.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from quant import adaptive_package, packing
+from quant.convert import ConvertedGCN, load_trained, to_quantized_gcn
+from quant.integer_gnn import QuantizedGCN, QuantizedGCNLayer, gcn_graph, gcn_layer_trace, layer_constants
+from quant.storage import measure_adaptive_package, measure_storage
+
+FORMAT = "qgraph"
+SCHEMA_VERSION = 1
+SUPPORTED_SCHEMA_VERSIONS = (1,)
+MANIFEST = "manifest.json"
+
+
+class ExportError(ValueError):
+    """An export that cannot be written or read back intact."""
+
+
+# ---------------------------------------------------------------------------------------- arrays of a model
+
+
+def _layer_arrays(li: int, lay: QuantizedGCNLayer, x_codes: np.ndarray, graph: tuple, conv: ConvertedGCN) -> dict:
+    """Every array of layer ``li`` (see the module docstring) and its integer trace."""
+    p = f"layer{li}."
+    k = layer_constants(lay, graph)
+    t = gcn_layer_trace(lay, x_codes, graph, constants=k)
+    codes8 = np.asarray(x_codes, dtype=np.int8)
+    packed = packing.pack_rows(codes8, lay.x_bits.astype(np.uint8))
+    ap = adaptive_package.encode(codes8, lay.x_bits)
+    if not (np.array_equal(packing.unpack_rows(packed), codes8) and np.array_equal(adaptive_package.decode(ap),
+                                                                                  codes8)):
+        raise ExportError(f"export: layer {li} feature codes do not survive pack/unpack; refusing to write")
+    a = {p + "x_codes": codes8, p + "x_steps": lay.x_steps, p + "x_bits": lay.x_bits.astype(np.uint8),
+         p + "x_packed.payload": packed.payload, p + "x_packed.bits": packed.bits,
+         p + "x_packed.bit_offsets": packed.bit_offsets, p + "x_packed.group_byte_offsets": packed.group_byte_offsets,
+         p + "x_ap.words": ap.words, p + "x_ap.bitmap": ap.bitmap, p + "x_ap.first_node": ap.first_node,
+         p + "x_ap.first_value": ap.first_value, p + "x_ap.num_values": ap.num_values,
+         p + "w_codes": lay.w_codes, p + "w_packed": packing.pack_codes(lay.w_codes.reshape(-1), lay.w_bits),
+         p + "w_steps": lay.w_steps, p + "xw_steps": lay.xw_steps, p + "xw_bits": lay.xw_bits.astype(np.uint8),
+         p + "xw_mult": k.xw_mult.astype(np.int32), p + "xw_shift": k.xw_shift.astype(np.uint8),
+         p + "coef": k.coef.astype(np.int32),
+         p + "xw_codes": t["xw"].astype(np.int8), p + "psum": t["psum"].astype(np.int32),
+         p + "out": t["out"].astype(np.int8 if lay.out_steps is not None else np.int32), p + "out_unit": t["unit"]}
+    if li in conv.degree_tables:
+        tab = conv.degree_tables[li]
+        a.update({p + "degree_min": tab["min_degree"], p + "degree_max": tab["max_degree"],
+                  p + "degree_bits": tab["bits"].astype(np.uint8), p + "degree_step": tab["step"]})
+    if lay.agg_steps is not None:
+        a.update({p + "agg_steps": lay.agg_steps, p + "agg_bits": lay.agg_bits.astype(np.uint8),
+                  p + "agg_mult": k.agg_mult.astype(np.int32), p + "agg_shift": k.agg_shift.astype(np.uint8)})
+    if lay.bias is not None:
+        a.update({p + "bias": lay.bias, p + "bias_int": np.asarray(k.bias_int, dtype=np.int64)})
+    if lay.out_steps is not None:
+        a.update({p + "out_mult": np.asarray(k.out_mult, dtype=np.int32),
+                  p + "out_shift": np.asarray(k.out_shift, dtype=np.uint8)})
+    return a, t
+
+
+def _accuracy(logits: np.ndarray, labels: np.ndarray, idx: np.ndarray) -> float:
+    return float((logits[idx].argmax(axis=1) == labels[idx]).mean()) if idx.size else float("nan")
+
+
+def model_arrays(conv: ConvertedGCN, labels: np.ndarray, test_index: np.ndarray) -> tuple[dict, dict]:
+    """All arrays of a converted model and the measured storage summary (per layer and totals)."""
+    n = conv.model.x_codes.shape[0]
+    graph = gcn_graph(conv.edge_index, n)
+    arrays = {"graph.edge_index": conv.edge_index, "graph.indptr": graph[0], "graph.indices": graph[1],
+              "graph.gcn_weight": graph[2], "graph.in_degree": conv.in_degree,
+              "graph.labels": np.asarray(labels, dtype=np.int64), "graph.test_index": np.asarray(test_index,
+                                                                                                dtype=np.int64)}
+    h, storage = conv.model.x_codes, []
+    for li, lay in enumerate(conv.model.layers):
+        a, t = _layer_arrays(li, lay, h, graph, conv)
+        arrays.update(a)
+        rep = measure_storage(codes=np.asarray(h, np.int8), bits=lay.x_bits, edge_index=conv.edge_index,
+                              w_codes=lay.w_codes, w_bits=lay.w_bits)
+        apb = measure_adaptive_package(np.asarray(h, np.int8), lay.x_bits)
+        storage.append({"layer": li, "x_scheme": conv.x_schemes[li], **rep.to_dict(),
+                        "adaptive_package": apb})
+        h = t["out"]
+        if lay.out_steps is None:
+            arrays["logits"] = t["out"] * t["unit"]
+    return arrays, _summarise_storage(storage)
+
+
+def _summarise_storage(per_layer: list[dict]) -> dict:
+    learned = [s for s in per_layer if s["x_scheme"] in ("node", "degree")]
+    adjacency = per_layer[0]["adjacency_bytes"]
+
+    def tot(rows, key):
+        return int(sum(r[key] for r in rows))
+
+    all_in = tot(per_layer, "feature_bytes") + tot(per_layer, "weight_bytes") + tot(per_layer, "metadata_bytes") \
+        + adjacency
+    fp32_all = tot(per_layer, "fp32_feature_bytes") + tot(per_layer, "fp32_weight_bytes") + adjacency
+    elems = sum(r["fp32_feature_bytes"] // 4 for r in learned)
+    avg = sum(r["avg_bits"] * r["fp32_feature_bytes"] // 4 for r in learned) / elems if elems else None
+    return {
+        "layers": per_layer,
+        "learned_feature_bytes": tot(learned, "feature_bytes"),
+        "learned_fp32_feature_bytes": tot(learned, "fp32_feature_bytes"),
+        "learned_avg_bits_with_sign": avg,
+        "feature_bytes": tot(per_layer, "feature_bytes"),
+        "fp32_feature_bytes": tot(per_layer, "fp32_feature_bytes"),
+        "adjacency_bytes": adjacency,
+        "all_in_bytes": all_in,
+        "fp32_all_in_bytes": fp32_all,
+        "all_in_ratio": fp32_all / all_in,
+    }
+
+
+# ---------------------------------------------------------------------------------------- writing / loading
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _file_name(name: str) -> str:
+    return name + ".npy"
+
+
+def write_qgraph(out: Path | str, arrays: dict[str, np.ndarray], meta: dict, overwrite: bool = False) -> Path:
+    """Write ``arrays`` and ``meta`` as a versioned export directory (atomically: temp dir, then rename)."""
+    out = Path(out)
+    if out.exists() and not overwrite:
+        raise ExportError(f"export: {out} exists; remove it or pass overwrite=True (--force)")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=out.name + ".tmp-", dir=out.parent))
+    entries = {}
+    for name, arr in sorted(arrays.items()):
+        arr = np.ascontiguousarray(arr)
+        if arr.dtype == object:
+            raise ExportError(f"export: array {name!r} has dtype object; only numeric arrays are exported")
+        f = tmp / _file_name(name)
+        np.save(f, arr, allow_pickle=False)
+        entries[name] = {"file": f.name, "sha256": _sha256(f), "shape": list(arr.shape), "dtype": arr.dtype.str}
+    manifest = {"format": FORMAT, "schema_version": SCHEMA_VERSION, **meta, "arrays": entries}
+    (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, default=_json_default))
+    if out.exists():
+        shutil.rmtree(out)
+    os.replace(tmp, out)
+    return out
+
+
+def _json_default(v):
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    raise TypeError(f"not JSON-serialisable: {type(v).__name__}")
+
+
+@dataclass(frozen=True)
+class QGraph:
+    """A loaded, verified export: ``manifest`` (dict) and ``arrays`` (name -> read-only ndarray)."""
+
+    path: Path
+    manifest: dict
+    arrays: dict[str, np.ndarray]
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self.arrays:
+            raise ExportError(f"{self.path}: no array {name!r}; the export has {len(self.arrays)} arrays "
+                              f"(e.g. {', '.join(sorted(self.arrays)[:5])})")
+        return self.arrays[name]
+
+    def to_quantized_gcn(self) -> QuantizedGCN:
+        """The integer model the arrays describe (:class:`quant.integer_gnn.QuantizedGCN`)."""
+        ip, layers = self.manifest["integer_path"], []
+        num = len(self.manifest["layers"])
+        for li, meta in enumerate(self.manifest["layers"]):
+            p, nxt = f"layer{li}.", f"layer{li + 1}."
+            has_agg, last = meta["has_aggregate_quantizer"], li == num - 1
+            layers.append(QuantizedGCNLayer(
+                x_steps=self[p + "x_steps"], x_bits=self[p + "x_bits"], w_codes=self[p + "w_codes"],
+                w_steps=self[p + "w_steps"], w_bits=meta["w_bits"], xw_steps=self[p + "xw_steps"],
+                xw_bits=self[p + "xw_bits"], xw_scheme=meta["xw_scheme"],
+                agg_steps=self[p + "agg_steps"] if has_agg else None,
+                agg_bits=self[p + "agg_bits"] if has_agg else None,
+                bias=self[p + "bias"] if meta["has_bias"] else None,
+                out_steps=None if last else self[nxt + "x_steps"], out_bits=None if last else self[nxt + "x_bits"],
+                relu=meta["relu"], frac_bits=ip["frac_bits"], psum_bits=ip["psum_bits"]))
+        return QuantizedGCN(x_codes=self["layer0.x_codes"], layers=tuple(layers))
+
+    def verify(self) -> None:
+        """Recompute the integer path and decode both packed layouts; raise ExportError naming the first array
+        that disagrees (a consumer's bit-exactness check)."""
+        model = self.to_quantized_gcn()
+        graph = gcn_graph(self["graph.edge_index"], model.x_codes.shape[0])
+        h = model.x_codes
+        for li, lay in enumerate(model.layers):
+            p = f"layer{li}."
+            packed = packing.PackedRows(payload=self[p + "x_packed.payload"], bits=self[p + "x_packed.bits"],
+                                        bit_offsets=self[p + "x_packed.bit_offsets"],
+                                        group_byte_offsets=self[p + "x_packed.group_byte_offsets"],
+                                        num_features=h.shape[1])
+            ap = adaptive_package.AdaptivePackageStream(
+                words=self[p + "x_ap.words"], bitmap=self[p + "x_ap.bitmap"], first_node=self[p + "x_ap.first_node"],
+                first_value=self[p + "x_ap.first_value"], num_values=self[p + "x_ap.num_values"],
+                num_nodes=h.shape[0], num_features=h.shape[1])
+            t = gcn_layer_trace(lay, h, graph)
+            k = layer_constants(lay, graph)
+            checks = [("x_codes", h, self[p + "x_codes"]), ("x_packed.payload", h, packing.unpack_rows(packed)),
+                      ("x_ap.words", h, adaptive_package.decode(ap)), ("xw_mult", k.xw_mult, self[p + "xw_mult"]),
+                      ("coef", k.coef, self[p + "coef"]), ("xw_codes", t["xw"], self[p + "xw_codes"]),
+                      ("psum", t["psum"], self[p + "psum"]), ("out", t["out"], self[p + "out"])]
+            for name, want, got in checks:
+                if not np.array_equal(np.asarray(want, dtype=np.int64), np.asarray(got, dtype=np.int64)):
+                    raise ExportError(f"{self.path}: array '{p}{name}' disagrees with the integer path "
+                                      "recomputed from the exported parameters")
+            h = t["out"]
+
+
+def load(path: Path | str) -> QGraph:
+    """Load and verify an export (schema version, every file's SHA-256, shape and dtype). Raises ExportError."""
+    path = Path(path)
+    mpath = path / MANIFEST
+    if not mpath.is_file():
+        raise ExportError(f"load: {mpath} not found; {path} is not a .qgraph export directory")
+    try:
+        manifest = json.loads(mpath.read_text())
+    except json.JSONDecodeError as e:
+        raise ExportError(f"load: {mpath} is not valid JSON ({e}); the manifest is truncated or corrupted") from e
+    if manifest.get("format") != FORMAT:
+        raise ExportError(f"load: {mpath} has format {manifest.get('format')!r}, expected {FORMAT!r}")
+    version = manifest.get("schema_version")
+    if version not in SUPPORTED_SCHEMA_VERSIONS:
+        newer = isinstance(version, int) and version > SCHEMA_VERSION
+        raise ExportError(f"load: {path} has schema_version {version!r}; this reader supports "
+                          f"{SUPPORTED_SCHEMA_VERSIONS}" + ("; it was written by a newer exporter, update the "
+                                                            "quant package" if newer else ""))
+    arrays = {}
+    for name, e in manifest.get("arrays", {}).items():
+        f = path / e["file"]
+        if not f.is_file():
+            raise ExportError(f"load: array {name!r}: file {f} is missing")
+        if _sha256(f) != e["sha256"]:
+            raise ExportError(f"load: array {name!r}: SHA-256 of {f.name} does not match the manifest (the file is "
+                              "truncated or corrupted); re-export")
+        arr = np.load(f, allow_pickle=False)
+        if list(arr.shape) != e["shape"] or arr.dtype.str != e["dtype"]:
+            raise ExportError(f"load: array {name!r}: shape {arr.shape} dtype {arr.dtype.str} differ from the "
+                              f"manifest ({e['shape']}, {e['dtype']})")
+        arr.setflags(write=False)
+        arrays[name] = arr
+    missing = [n for n in _required(manifest) if n not in arrays]
+    if missing:
+        raise ExportError(f"load: {path} lacks required array(s) {missing}; the export is incomplete")
+    return QGraph(path=path, manifest=manifest, arrays=arrays)
+
+
+def _required(manifest: dict) -> list[str]:
+    names = ["graph.edge_index", "graph.indptr", "graph.indices", "graph.in_degree", "logits"]
+    for li, meta in enumerate(manifest.get("layers", [])):
+        p = f"layer{li}."
+        names += [p + s for s in ("x_codes", "x_steps", "x_bits", "w_codes", "w_steps", "xw_steps", "xw_bits",
+                                  "xw_mult", "xw_shift", "coef", "xw_codes", "psum", "out", "out_unit")]
+        names += [p + s for s in ("agg_steps", "agg_bits") if meta.get("has_aggregate_quantizer")]
+        names += [p + "bias"] if meta.get("has_bias") else []
+        names += [p + s for s in ("degree_min", "degree_max", "degree_bits", "degree_step")
+                  if meta.get("x_scheme") == "degree"]
+    return names
+
+
+# ---------------------------------------------------------------------------------------- model / run export
+
+
+def _git_commit() -> tuple[str | None, bool | None]:
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None, None
+    if head.returncode != 0:
+        return None, None
+    return head.stdout.strip(), bool(dirty.stdout.strip())
+
+
+def _histogram(bits: np.ndarray) -> dict[str, int]:
+    values, counts = np.unique(bits, return_counts=True)
+    return {str(int(b)): int(c) for b, c in zip(values, counts, strict=True)}
+
+
+def export_model(model: torch.nn.Module, graph, out: Path | str, *, provenance: dict | None = None,
+                 frac_bits: int = 14, psum_bits: int = 32, overwrite: bool = False) -> Path:
+    """Export a quantized GCN (see :mod:`quant.convert`) on ``graph`` (a node-task ``GraphData``) to ``out``."""
+    from quant.api import quant_summary
+
+    data = graph.data
+    model.eval()
+    test = graph.splits[0].test.cpu().numpy()
+    labels = data.y.cpu().numpy()
+    with torch.no_grad():
+        fake = model(data.x, data.edge_index).detach().double().cpu().numpy()  # the model as trained (float32)
+    conv = to_quantized_gcn(model, data.x, data.edge_index, frac_bits=frac_bits, psum_bits=psum_bits)
+    arrays, storage = model_arrays(conv, labels, test)
+    logits = arrays["logits"]
+    acc_fake, acc_int = _accuracy(fake, labels, test), _accuracy(logits, labels, test)
+    summary = quant_summary(model)
+    commit, dirty = _git_commit()
+    cfg, qcfg = model.cfg, model._quant_cfg
+    layers = [{"index": li, "in_dim": int(lay.w_codes.shape[1]), "out_dim": int(lay.w_codes.shape[0]),
+               "relu": lay.relu, "x_scheme": conv.x_schemes[li], "xw_scheme": lay.xw_scheme, "w_bits": lay.w_bits,
+               "has_aggregate_quantizer": lay.agg_steps is not None, "has_bias": lay.bias is not None,
+               "x_bits_histogram": _histogram(lay.x_bits),
+               "degree_bucket_scheme": conv.degree_tables.get(li, {}).get("bucket_scheme"),
+               "next_layer_codes": li + 1 < len(conv.model.layers)}
+              for li, lay in enumerate(conv.model.layers)]
+    meta = {
+        "model": {"arch": cfg.arch, "config": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__},
+                  "quant_method": qcfg.method, "target_bits": qcfg.target_bits},
+        "dataset": {"name": graph.name, "num_nodes": int(data.num_nodes), "num_edges": int(data.edge_index.size(1)),
+                    "num_features": int(data.x.size(1)), "num_classes": int(graph.num_classes),
+                    "num_test": int(test.size)},
+        "provenance": {"git_commit": commit, "git_dirty": dirty, "command": " ".join(sys.argv),
+                       "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                       "torch": torch.__version__, **(provenance or {})},
+        "integer_path": {"acc_bits": 32, "psum_bits": psum_bits, "frac_bits": frac_bits, "multiplier_bits": 31,
+                         "rounding": "half_away_from_zero", "overflow": "saturate",
+                         "input_codes_exact": conv.input_exact, "spec": "quant/FIXED_POINT.md"},
+        "layers": layers,
+        "metrics": {"test_acc_fake_quant": acc_fake, "test_acc_integer": acc_int,
+                    "test_acc_delta_pt": 100.0 * (acc_int - acc_fake),
+                    "prediction_agreement": float((fake.argmax(1) == logits.argmax(1)).mean()),
+                    "avg_bits": summary["avg_bits"], "avg_bits_with_sign": summary["avg_bits_with_sign"],
+                    "bits_convention": summary["headline_convention"], "storage": storage},
+    }
+    return write_qgraph(out, arrays, meta, overwrite=overwrite)
+
+
+def export_run(run_dir: Path | str, out: Path | str, *, seed_dir: str | None = None, data_root: str | None = None,
+               frac_bits: int = 14, psum_bits: int = 32, overwrite: bool = False) -> Path:
+    """Export the trained model of a ``python -m gnn.train`` run directory (its ``best.pt``)."""
+    run = load_trained(run_dir, seed_dir=seed_dir, data_root=data_root)
+    prov = {"run_dir": str(run_dir), "checkpoint": str(run.checkpoint), "checkpoint_sha256": _sha256(run.checkpoint)}
+    return export_model(run.model, run.graph, out, provenance=prov, frac_bits=frac_bits, psum_bits=psum_bits,
+                        overwrite=overwrite)
+
+
+def describe(q: QGraph) -> str:
+    """One-paragraph summary of an export: accuracy, bits and bytes."""
+    m = q.manifest["metrics"]
+    s = m["storage"]
+    return (f"{q.path}: {q.manifest['dataset']['name']} {q.manifest['model']['arch']} "
+            f"({q.manifest['model']['quant_method']}), {len(q.arrays)} arrays\n"
+            f"  test accuracy: fake-quant {100 * m['test_acc_fake_quant']:.2f}%, integer path "
+            f"{100 * m['test_acc_integer']:.2f}% (delta {m['test_acc_delta_pt']:+.2f} pt, "
+            f"predictions agree on {100 * m['prediction_agreement']:.2f}% of nodes)\n"
+            f"  average bits (learned features, no sign bit): {m['avg_bits']:.3f}; with sign bit "
+            f"{m['avg_bits_with_sign']:.3f}\n"
+            f"  bytes, learned features only: {s['learned_feature_bytes']} vs FP32 {s['learned_fp32_feature_bytes']} "
+            f"({s['learned_fp32_feature_bytes'] / max(s['learned_feature_bytes'], 1):.1f}x)\n"
+            f"  bytes, all-in (all feature tensors + weights + metadata + CSR): {s['all_in_bytes']} vs FP32 "
+            f"{s['fp32_all_in_bytes']} ({s['all_in_ratio']:.1f}x)")
+
+
+def main(argv: list[str] | None = None) -> Path:
+    p = argparse.ArgumentParser(prog="python -m quant.export", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--run", type=Path, required=True, help="run directory of `python -m gnn.train --quant a2q ...`")
+    p.add_argument("--out", type=Path, required=True, help="output directory, e.g. cora_gcn.qgraph")
+    p.add_argument("--seed-dir", help="which seed<S>_fold<K> sub-directory (default: the first)")
+    p.add_argument("--data-root", help="directory holding raw datasets")
+    p.add_argument("--frac-bits", type=int, default=14, help="fractional bits of the edge coefficients")
+    p.add_argument("--psum-bits", type=int, default=32, help="width of the aggregation partial sums")
+    p.add_argument("--force", action="store_true", help="overwrite --out if it exists")
+    args = p.parse_args(argv)
+    try:
+        out = export_run(args.run, args.out, seed_dir=args.seed_dir, data_root=args.data_root,
+                         frac_bits=args.frac_bits, psum_bits=args.psum_bits, overwrite=args.force)
+        q = load(out)
+        q.verify()
+    except (ExportError, FileNotFoundError, ValueError) as e:
+        sys.exit(f"error: {e}")
+    print(describe(q))
+    return out
+
+
+if __name__ == "__main__":
+    main()
