@@ -61,6 +61,20 @@ def dense_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
     return _finish(torch.matmul(p, v), p.sum(dim=-1), m)
 
 
+def flash_dense_attention(q: Tensor, k: Tensor, v: Tensor, scale: float | None = None) -> tuple[Tensor, Tensor]:
+    """All-pairs attention (no mask) through PyTorch's fused CPU flash kernel, which also returns the lse.
+
+    Same result as ``dense_attention(q, k, v)`` without the (H, Nq, Nk) intermediates (~5x faster on CPU).
+    Gradients flow through ``out`` only: the returned lse is detached (use :func:`dense_attention` where a
+    loss depends on the lse, e.g. inside the ring merge).
+
+    Shapes: q (H, Nq, D), k and v (H, Nk, D) -> out (H, Nq, D), lse (H, Nq).
+    """
+    op = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+    out, lse = op(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), scale=scale)[:2]  # (1, H, Nq, D), (1, H, Nq)
+    return out[0], lse[0].detach()
+
+
 def sparse_attention(q: Tensor, k: Tensor, v: Tensor, edge_index: Tensor,
                      scale: float | None = None) -> tuple[Tensor, Tensor]:
     """Edge-list softmax attention: query i attends exactly the keys j with an edge j -> i.

@@ -22,7 +22,8 @@ from torch import Tensor
 
 from graphtransformer.attention import merge_attention
 
-BlockKernel = Callable[[Tensor, Tensor, Tensor], tuple[Tensor, Tensor]]  # (q, k, v) -> (out, lse)
+# (q rows [row_start, row_start + m), k, v) -> (out, lse) of those rows; q (H, m, D), k and v (H, n_k, D).
+BlockKernel = Callable[[Tensor, Tensor, Tensor, int], tuple[Tensor, Tensor]]
 
 
 @dataclass(frozen=True)
@@ -134,19 +135,29 @@ def _ring_shift(t: Tensor, ctx: CommContext, phase: str) -> Tensor:
     return buf
 
 
+def _chunks(num_rows: int, chunk_rows: int) -> list[tuple[int, int]]:
+    return [(a, min(a + chunk_rows, num_rows)) for a in range(0, num_rows, chunk_rows)] or [(0, 0)]
+
+
+def _block(kernel: BlockKernel, q: Tensor, k: Tensor, v: Tensor, chunk_rows: int) -> tuple[Tensor, Tensor]:
+    """Run a block kernel over query-row chunks (bounded score memory; rows are independent)."""
+    parts = [kernel(q[:, a:b], k, v, a) for a, b in _chunks(q.shape[1], chunk_rows)]
+    return torch.cat([o for o, _ in parts], dim=1), torch.cat([s for _, s in parts], dim=1)
+
+
 class _RingAttention(torch.autograd.Function):
     @staticmethod
-    def forward(fctx, q, k, v, kernel_for, ctx):
+    def forward(fctx, q, k, v, kernel_for, ctx, chunk_rows):
         kv = torch.stack([k, v])  # (2, H, n_k, D)
         out = lse = None
         for step in range(ctx.size):
             owner = (ctx.rank - step) % ctx.size
-            o_b, l_b = kernel_for(owner)(q, kv[0], kv[1])
+            o_b, l_b = _block(kernel_for(owner), q, kv[0], kv[1], chunk_rows)
             out, lse = (o_b, l_b) if out is None else merge_attention(out, lse, o_b, l_b)
             if step < ctx.size - 1:
                 kv = _ring_shift(kv, ctx, "forward")
         fctx.save_for_backward(q, k, v, out, lse)
-        fctx.kernel_for, fctx.comm = kernel_for, ctx
+        fctx.kernel_for, fctx.comm, fctx.chunk_rows = kernel_for, ctx, chunk_rows
         return out
 
     @staticmethod
@@ -158,34 +169,36 @@ class _RingAttention(torch.autograd.Function):
         kv, dkv = torch.stack([k, v]), torch.zeros((2, *k.shape), dtype=k.dtype)
         for step in range(ctx.size):
             owner = (ctx.rank - step) % ctx.size
-            with torch.enable_grad():
-                qd, kd, vd = (t.detach().requires_grad_() for t in (q, kv[0], kv[1]))
-                o_b, l_b = fctx.kernel_for(owner)(qd, kd, vd)
-                # out = sum_b w_b o_b with w_b = exp(l_b - lse): dL/do_b = w_b dout, dL/dl_b = w_b <dout, o_b - out>.
-                w = torch.exp(l_b.detach() - lse_safe)  # (H, n_q), 0 on empty rows
-                g_out = w.unsqueeze(-1) * dout
-                g_lse = w * (dout * (o_b.detach() - out)).sum(-1)
-                grads = torch.autograd.grad((o_b, l_b), (qd, kd, vd), (g_out, g_lse), allow_unused=True)
-            dq += grads[0] if grads[0] is not None else 0
-            dkv[0] += grads[1] if grads[1] is not None else 0
-            dkv[1] += grads[2] if grads[2] is not None else 0
+            for a, b in _chunks(q.shape[1], fctx.chunk_rows):
+                with torch.enable_grad():
+                    qd, kd, vd = (t.detach().requires_grad_() for t in (q[:, a:b], kv[0], kv[1]))
+                    o_b, l_b = fctx.kernel_for(owner)(qd, kd, vd, a)
+                    # out = sum_b w_b o_b, w_b = exp(l_b - lse): dL/do_b = w_b dout, dL/dl_b = w_b <dout, o_b - out>.
+                    w = torch.exp(l_b.detach() - lse_safe[:, a:b])  # (H, m), 0 on empty rows
+                    g_out = w.unsqueeze(-1) * dout[:, a:b]
+                    g_lse = w * (dout[:, a:b] * (o_b.detach() - out[:, a:b])).sum(-1)
+                    grads = torch.autograd.grad((o_b, l_b), (qd, kd, vd), (g_out, g_lse), allow_unused=True)
+                for acc, g in ((dq[:, a:b], grads[0]), (dkv[0], grads[1]), (dkv[1], grads[2])):
+                    if g is not None:
+                        acc += g
             if ctx.size > 1:
                 if step < ctx.size - 1:
                     both = _ring_shift(torch.cat([kv, dkv]), ctx, "backward")  # (4, H, n_k, D)
                     kv, dkv = both[:2], both[2:]
                 else:  # one last hop brings the finished dK/dV home
                     dkv = _ring_shift(dkv, ctx, "backward")
-        return dq, dkv[0], dkv[1], None, None
+        return dq, dkv[0], dkv[1], None, None, None
 
 
 def ring_attention(q: Tensor, k: Tensor, v: Tensor, kernel_for: Callable[[int], BlockKernel],
-                   ctx: CommContext) -> Tensor:
+                   ctx: CommContext, chunk_rows: int = 2048) -> Tensor:
     """Attention of my queries over the keys of every ring rank. ``kernel_for(owner)`` returns the block kernel
-    for the keys owned by ring rank ``owner`` (it knows that block's mask / edges).
+    for the keys owned by ring rank ``owner`` (it knows that block's mask / edges). Blocks run in query chunks
+    of ``chunk_rows`` rows, forward and backward (recompute), so the score memory is chunk_rows x n_k per head.
 
     Shapes: q (H, n_q, D), k and v (H, n_k, D) (same n_k on every rank) -> out (H, n_q, D).
     """
-    return _RingAttention.apply(q, k, v, kernel_for, ctx)
+    return _RingAttention.apply(q, k, v, kernel_for, ctx, chunk_rows)
 
 
 @dataclass(frozen=True)

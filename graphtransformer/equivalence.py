@@ -44,6 +44,7 @@ class EquivalenceCase:
     head_dim: int = 2
     edge_prob: float = 0.08
     seed: int = 0
+    chunk_rows: int = 7  # small, not dividing the block, so the chunked ring kernels are exercised
 
 
 def _problem(case: EquivalenceCase):
@@ -77,7 +78,8 @@ def _worker(rank: int, world: int, port: int, case: EquivalenceCase, out_dir: st
 
         sp = SequenceParallelConfig(cp=case.cp, hp=case.hp, sparse_comm=case.sparse_comm)
         counter = CommCounter()
-        model = parallelize_graph_transformer(_model(cfg, case.seed), build_mesh(sp), sp, counter)
+        model = parallelize_graph_transformer(_model(cfg, case.seed), build_mesh(sp), sp, counter,
+                                              case.chunk_rows)
         sharded = shard_graph(graph, sp, rank)
         out = model(shard_rows(x, sharded), sharded, shard_rows(pe, sharded))
         (out * shard_rows(w, sharded)).sum().backward()
@@ -85,7 +87,8 @@ def _worker(rank: int, world: int, port: int, case: EquivalenceCase, out_dir: st
 
         real = min(sharded.rows_per_rank, max(0, case.num_nodes - sharded.row_slice.start))
         out_err = (out[:real] - shard_rows(ref_out, sharded)[:real]).abs().max().item() if real else 0.0
-        grad_err = max((p.grad - q.grad).abs().max().item() for p, q in zip(model.parameters(), ref.parameters()))
+        pairs = zip(model.parameters(), ref.parameters(), strict=True)
+        grad_err = max((p.grad - q.grad).abs().max().item() for p, q in pairs)
         per_layer = {f"layers.{i}": {ph: counter.total(layer=f"layers.{i}", phase=ph)
                                      for ph in ("forward", "backward")} for i in range(cfg.num_layers)}
         result = {"rank": rank, "out_err": out_err, "grad_err": grad_err, "bytes": per_layer,

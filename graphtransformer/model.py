@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from graphtransformer.attention import dense_attention, sparse_attention
+from graphtransformer.attention import flash_dense_attention, sparse_attention
 from graphtransformer.cluster import ClusterConfig, ClusterPlan, build_cluster_plan, cluster_blocked_attention
 from graphtransformer.positional import degree_index
 
@@ -98,7 +98,7 @@ class AttentionCore(nn.Module):
 
     def forward(self, q: Tensor, k: Tensor, v: Tensor, graph: AttentionGraph, kind: str) -> Tensor:
         if kind == "dense":
-            return dense_attention(q, k, v)[0]
+            return flash_dense_attention(q, k, v)[0]
         if kind == "sparse":
             return sparse_attention(q, k, v, graph.edge_index.to(q.device))[0]
         if kind == "cluster":
@@ -132,7 +132,8 @@ class TransformerLayer(nn.Module):
         super().__init__()
         self.norm1, self.norm2 = nn.LayerNorm(hidden_dim), nn.LayerNorm(hidden_dim)
         self.attn = GraphAttention(hidden_dim, num_heads)
-        self.ffn = nn.Sequential(nn.Linear(hidden_dim, 2 * hidden_dim), nn.GELU(), nn.Linear(2 * hidden_dim, hidden_dim))
+        self.ffn = nn.Sequential(nn.Linear(hidden_dim, 2 * hidden_dim), nn.GELU(),
+                                 nn.Linear(2 * hidden_dim, hidden_dim))
         self.drop = nn.Dropout(dropout)
 
     def forward(self, h: Tensor, graph, kind: str) -> Tensor:
@@ -167,6 +168,6 @@ class GraphTransformer(nn.Module):
                 raise ValueError("GraphTransformer: cfg.pe_dim > 0 needs pe (N, pe_dim); pass it or set pe_dim=0")
             h = h + self.pe(pe)
         h = self.drop(h)
-        for layer, kind in zip(self.layers, self.layer_kinds(step)):
+        for layer, kind in zip(self.layers, self.layer_kinds(step), strict=True):
             h = layer(h, graph, kind)
         return self.head(self.norm(h))

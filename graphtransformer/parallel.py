@@ -144,9 +144,10 @@ class DistributedAttentionCore(nn.Module):
     """Drop-in for :class:`~graphtransformer.model.AttentionCore` on local rows: forward(q, k, v (H, n, D),
     sharded, kind) -> (H, n, D)."""
 
-    def __init__(self, mesh: DeviceMesh, layer: str, sparse_comm: str, counter: CommCounter | None):
+    def __init__(self, mesh: DeviceMesh, layer: str, sparse_comm: str, counter: CommCounter | None,
+                 chunk_rows: int = 2048):
         super().__init__()
-        self.layer, self.sparse_comm, self.counter = layer, sparse_comm, counter
+        self.layer, self.sparse_comm, self.counter, self.chunk_rows = layer, sparse_comm, counter, chunk_rows
         self.cp_group, self.hp_group = mesh.get_group("cp"), mesh.get_group("hp")
         self.cp_rank, self.hp_rank = mesh.get_local_rank("cp"), mesh.get_local_rank("hp")
         self.cp_size, self.hp_size = mesh.size(0), mesh.size(1)
@@ -177,16 +178,21 @@ class DistributedAttentionCore(nn.Module):
         def kernel_for(owner: int):
             if kind == "dense":
                 valid = graph.ring_key_valid[owner]
-                return lambda a, b, c: dense_attention(a, b, c, valid)
+                return lambda q_, k_, v_, row0: dense_attention(q_, k_, v_, valid)
             edges = graph.ring_edges[owner]
-            return lambda a, b, c: sparse_attention(a, b, c, edges)
 
-        out = ring_attention(qh, kh, vh, kernel_for, ring)  # (H/hp, B, D)
+            def sparse_rows(q_: Tensor, k_: Tensor, v_: Tensor, row0: int):
+                sel = (edges[1] >= row0) & (edges[1] < row0 + q_.shape[1])
+                rows = torch.stack([edges[0, sel], edges[1, sel] - row0])
+                return sparse_attention(q_, k_, v_, rows)
+            return sparse_rows
+
+        out = ring_attention(qh, kh, vh, kernel_for, ring, self.chunk_rows)  # (H/hp, B, D)
         return head_to_seq(out, hp)  # (H, n, D)
 
 
 def parallelize_graph_transformer(model: GraphTransformer, mesh: DeviceMesh, cfg: SequenceParallelConfig,
-                                  counter: CommCounter | None = None) -> GraphTransformer:
+                                  counter: CommCounter | None = None, chunk_rows: int = 2048) -> GraphTransformer:
     """Swap every layer's attention core for the distributed one (in place; returns the model)."""
     heads = model.cfg.num_heads
     if heads % cfg.hp:
@@ -201,7 +207,7 @@ def parallelize_graph_transformer(model: GraphTransformer, mesh: DeviceMesh, cfg
         raise ValueError(f"parallelize_graph_transformer: mesh has {mesh.size()} ranks but WORLD_SIZE is "
                          f"{dist.get_world_size()}; the mesh must span the world")
     for i, layer in enumerate(model.layers):
-        layer.attn.core = DistributedAttentionCore(mesh, f"layers.{i}", cfg.sparse_comm, counter)
+        layer.attn.core = DistributedAttentionCore(mesh, f"layers.{i}", cfg.sparse_comm, counter, chunk_rows)
     return model
 
 

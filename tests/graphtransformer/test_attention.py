@@ -62,7 +62,7 @@ def test_dense_masked_matches_rowwise_reference(n, p):
     torch.testing.assert_close(o1, o2, atol=1e-12, rtol=0)
     assert torch.equal(torch.isinf(l1), torch.isinf(l2)) and torch.isinf(l1[:, 3]).all()
     torch.testing.assert_close(l1[torch.isfinite(l1)], l2[torch.isfinite(l2)], atol=1e-12, rtol=0)
-    for a, b in zip(g1, g2):
+    for a, b in zip(g1, g2, strict=True):
         torch.testing.assert_close(a, b, atol=1e-12, rtol=0)
 
 
@@ -76,7 +76,7 @@ def test_sparse_equals_dense_with_mask(n, p, isolated):
     assert (o1 - o2).abs().max() < 1e-10
     assert torch.equal(l1.isinf(), l2.isinf())
     assert (l1[l1.isfinite()] - l2[l2.isfinite()]).abs().max() < 1e-10
-    for a, b in zip(g1, g2):
+    for a, b in zip(g1, g2, strict=True):
         assert torch.isfinite(a).all() and (a - b).abs().max() < 1e-10
 
 
@@ -88,7 +88,7 @@ def test_sparse_rectangular_queries_and_keys():
     o1, l1, g1 = _grads(lambda a, b, c: sparse_attention(a, b, c, ei), q, k, v)
     o2, l2, g2 = _grads(lambda a, b, c: _reference(a, b, c, mask), q, k, v)
     assert (o1 - o2).abs().max() < 1e-12 and (l1 - l2).abs().max() < 1e-12
-    for a, b in zip(g1, g2):
+    for a, b in zip(g1, g2, strict=True):
         assert (a - b).abs().max() < 1e-12
 
 
@@ -115,7 +115,7 @@ def test_cluster_blocked_equals_dense_with_mask(threshold):
     assert (o1 - o2).abs().max() < 1e-10
     assert torch.equal(l1.isinf(), l2.isinf())
     assert (l1[l1.isfinite()] - l2[l2.isfinite()]).abs().max() < 1e-10
-    for x, y in zip(g1, g2):
+    for x, y in zip(g1, g2, strict=True):
         assert torch.isfinite(x).all() and (x - y).abs().max() < 1e-10
 
 
@@ -144,5 +144,17 @@ def test_merge_of_disjoint_key_halves_equals_full():
     o1, l1, g1 = _grads(merged, q, k, v)
     o2, l2, g2 = _grads(lambda a, b, c: dense_attention(a, b, c, mask), q, k, v)
     assert (o1 - o2).abs().max() < 1e-12
-    for a, b in zip(g1, g2):
+    for a, b in zip(g1, g2, strict=True):
         assert torch.isfinite(a).all() and (a - b).abs().max() < 1e-12
+
+
+def test_flash_dense_equals_explicit_dense():
+    from graphtransformer.attention import flash_dense_attention
+
+    q, k, v = _qkv(33, 21, 10)
+    o1, l1, g1 = _grads(lambda a, b, c: (flash_dense_attention(a, b, c)[0], torch.zeros(H, 33)), q, k, v)
+    o2, l2, g2 = _grads(lambda a, b, c: (dense_attention(a, b, c)[0], torch.zeros(H, 33)), q, k, v)
+    assert (o1 - o2).abs().max() < 1e-12
+    assert (flash_dense_attention(q, k, v)[1] - dense_attention(q, k, v)[1]).abs().max() < 1e-12
+    for a, b in zip(g1, g2, strict=True):
+        assert (a - b).abs().max() < 1e-12

@@ -61,7 +61,7 @@ def test_cluster_and_sparse_models_agree_with_gradients():
     assert (out1 - out2).abs().max() < 1e-10
     out1.square().sum().backward()
     out2.square().sum().backward()
-    for (name, p1), p2 in zip(m1.named_parameters(), m2.parameters()):
+    for (name, p1), p2 in zip(m1.named_parameters(), m2.parameters(), strict=True):
         assert (p1.grad - p2.grad).abs().max() < 1e-10, name
 
 

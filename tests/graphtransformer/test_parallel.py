@@ -6,7 +6,6 @@ import tempfile
 
 import numpy as np
 import pytest
-import torch
 import torch.distributed as dist
 
 from graphtransformer.equivalence import EquivalenceCase, _problem, run_equivalence
