@@ -65,8 +65,8 @@ def test_quantize_replaces_points_and_trains(arch, method):
     assert out.shape == (60, 3) and torch.isfinite(out).all()
     loss = F.cross_entropy(out, data.y) + quant_penalty(model)
     loss.backward()
-    assert all(p.grad is not None for p in model.parameters() if p.requires_grad and
-               not any(p is q for q in qparams)) or arch == "gat"
+    first_weight = model.convs[0].lin.weight if arch in ("gcn", "gat") else next(model.convs[0].parameters())
+    assert first_weight.grad is not None and first_weight.grad.abs().sum() > 0
     if not method.startswith("dq"):
         assert any(g["name"] == "quant_feature_bits" for g in groups)
         assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in qparams)
@@ -213,15 +213,16 @@ def test_short_cora_gcn_a2q_training_learns(cora):
     base = [p for p in model.parameters() if id(p) not in ids]
     opt = torch.optim.Adam([{"params": base, "lr": 0.01, "weight_decay": 5e-4}] + groups)
     bits0 = quant_summary(model)["avg_bits"]
+    x_sparse = data.x.to_sparse()  # the first-layer input stays FP32 (A2Q), so sparse input is exact and fast
     for _ in range(40):
         model.train()
         opt.zero_grad()
-        out = model(data.x, data.edge_index)
+        out = model(x_sparse, data.edge_index)
         (F.cross_entropy(out[split.train], data.y[split.train]) + quant_penalty(model)).backward()
         opt.step()
     model.eval()
     with torch.no_grad():
-        pred = model(data.x, data.edge_index).argmax(-1)
+        pred = model(x_sparse, data.edge_index).argmax(-1)
     acc = (pred[split.test] == data.y[split.test]).float().mean().item()
     bits = quant_summary(model)["avg_bits"]
     assert acc > 0.7, acc  # chance is ~0.3
