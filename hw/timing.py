@@ -83,22 +83,30 @@ def decoder_package_cycles(length_bits: int, num_values: int, skipped_rows: int 
 
 
 def decoder_skipped_rows(bitmap_nnz: np.ndarray, first_node: int, first_value: int, num_values: int) -> int:
-    """All-zero bitmap rows the decoder walks over inside one package (same walk as ``decode_beats``).
+    """Cycles the decoder spends walking over nodes without (remaining) non-zeros inside one package.
 
-    ``bitmap_nnz`` (N,) is the number of non-zeros of every node row.
+    Same walk as ``quant.adaptive_package.decode_beats``: stepping to the next node right after a node's last value
+    is free; every node then found empty (and an empty start) costs one cycle. ``bitmap_nnz`` (N,) = non-zeros
+    per node row.
     """
-    node, rank, skipped = int(first_node), int(first_value), 0
+    node, left, skipped = int(first_node), int(bitmap_nnz[first_node]) - int(first_value), 0
     for j in range(num_values):
-        while rank >= int(bitmap_nnz[node]):
-            node, rank = node + 1, 0
-            if j > 0 or node > first_node:
-                skipped += int(bitmap_nnz[node]) == 0 if node < bitmap_nnz.shape[0] else 1
-        rank += 1
+        while left <= 0:
+            skipped += 1
+            node += 1
+            left = int(bitmap_nnz[node])
+        left -= 1
+        if left == 0 and j < num_values - 1:
+            node += 1
+            left = int(bitmap_nnz[node])
     return skipped
 
 
 def decoder_stream_cycles(stream) -> int:
-    """Cycles of a whole :class:`quant.adaptive_package.AdaptivePackageStream` (first word in to last beat out)."""
+    """Cycles of a whole :class:`quant.adaptive_package.AdaptivePackageStream` (first word in to last beat out).
+
+    The sum of :func:`decoder_package_cycles` over the packages, minus one (the last beat's edge ends the count).
+    """
     nnz = np.unpackbits(stream.bitmap, axis=1, count=stream.num_features, bitorder="little").sum(axis=1)
     total, w = 0, 0
     for k in range(stream.num_packages):
@@ -108,7 +116,7 @@ def decoder_stream_cycles(stream) -> int:
                                        int(stream.num_values[k]))
         total += decoder_package_cycles(length, int(stream.num_values[k]), skipped)
         w += mode + 1
-    return total
+    return total - 1
 
 
 def eid_match_cycles(num_ids: int) -> int:

@@ -73,7 +73,7 @@ async def run_rows(dut, indptr, indices, codes, coef, idle: float, backpressure:
     return drv, mon
 
 
-@cocotb.test()
+@cocotb.test(timeout_time=300, timeout_unit="us")
 @cocotb.parametrize(idle=[0.0, 0.3], backpressure=[0.0, 0.5])
 async def aggregation_random(dut, idle, backpressure):
     """Random CSR (zero-degree rows, saturating sums) x idle input cycles x output back-pressure."""
@@ -82,7 +82,7 @@ async def aggregation_random(dut, idle, backpressure):
     await run_rows(dut, *csr, idle, backpressure, seed=1)
 
 
-@cocotb.test()
+@cocotb.test(timeout_time=300, timeout_unit="us")
 async def aggregation_gcn_layer(dut):
     """XW codes and GCN edge coefficients of a small layer built with quant.integer_gnn's constants."""
     from workload import make_layer
@@ -91,7 +91,7 @@ async def aggregation_gcn_layer(dut):
     await run_rows(dut, w.indptr, w.indices, w.xw, w.coef, 0.2, 0.2, seed=4)
 
 
-@cocotb.test()
+@cocotb.test(timeout_time=300, timeout_unit="us")
 async def aggregation_cycles(dut):
     """Without stalls the row stream takes hw.timing.aggregation_cycles(degrees) per lane group."""
     rng = np.random.default_rng(9)
@@ -100,7 +100,7 @@ async def aggregation_cycles(dut):
     assert mon.handshakes[-1] - drv.handshakes[0] == timing.aggregation_cycles(np.diff(indptr).tolist())
 
 
-@cocotb.test()
+@cocotb.test(timeout_time=300, timeout_unit="us")
 async def aggregation_reset_mid_row(dut):
     """A reset inside a row discards the partial row; the next rows start from zero."""
     lanes, code_bits = int(dut.LANES.value), int(dut.CODE_BITS.value)

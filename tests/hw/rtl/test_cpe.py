@@ -81,7 +81,7 @@ async def run_rows(dut, x, bits, w, idle: float, backpressure: float, seed: int,
     return results
 
 
-@cocotb.test()
+@cocotb.test(timeout_time=300, timeout_unit="us")
 @cocotb.parametrize(idle=[0.0, 0.3], backpressure=[0.0, 0.5])
 async def cpe_random(dut, idle, backpressure):
     """Random codes of every bitwidth 1..8 (with zeros) x idle x back-pressure."""
@@ -89,7 +89,7 @@ async def cpe_random(dut, idle, backpressure):
     await run_rows(dut, *random_rows(rng, 16, 10, int(dut.LANES.value)), idle, backpressure, seed=2)
 
 
-@cocotb.test()
+@cocotb.test(timeout_time=300, timeout_unit="us")
 async def cpe_gcn_layer(dut):
     """X codes and 4-bit weights of a small GCN layer (quant.integer_gnn.fake_quant), all channel groups."""
     from workload import make_layer
@@ -98,7 +98,7 @@ async def cpe_gcn_layer(dut):
     await run_rows(dut, wl.x_codes, wl.x_bits, wl.w_codes, 0.2, 0.3, seed=5)
 
 
-@cocotb.test()
+@cocotb.test(timeout_time=300, timeout_unit="us")
 async def cpe_cycles(dut):
     """Back-to-back rows take hw.timing.cpe_stream_cycles; a single row hw.timing.cpe_row_cycles."""
     rng = np.random.default_rng(21)
@@ -110,7 +110,7 @@ async def cpe_cycles(dut):
     assert mon.handshakes[0] - drv.handshakes[0] == timing.cpe_row_cycles(vbits[0])
 
 
-@cocotb.test()
+@cocotb.test(timeout_time=300, timeout_unit="us")
 async def cpe_reset_mid_row(dut):
     """Reset in the middle of a row (mid bit-stream) discards it; later rows are exact."""
     rng = np.random.default_rng(8)

@@ -61,7 +61,7 @@ async def run_stream(dut, elements, idle: float, backpressure: float, seed: int)
     return tb, drv, mon
 
 
-@cocotb.test()
+@cocotb.test(timeout_time=300, timeout_unit="us")
 @cocotb.parametrize(idle=[0.0, 0.3], backpressure=[0.0, 0.4])
 async def requant_random(dut, idle, backpressure):
     """Random and extreme accumulators; idle input cycles x output back-pressure."""
@@ -71,7 +71,7 @@ async def requant_random(dut, idle, backpressure):
     check_in_order(golden(elements), [b["code"] for b in mon.beats], "requant codes")
 
 
-@cocotb.test()
+@cocotb.test(timeout_time=300, timeout_unit="us")
 async def requant_gcn_layer(dut):
     """XW requantization of a small GCN layer built by quant.integer_gnn's constants."""
     elements = workload_elements(seed=3)
@@ -81,7 +81,7 @@ async def requant_gcn_layer(dut):
     check_in_order(golden(elements), [b["code"] for b in mon.beats], "requant codes (GCN layer)")
 
 
-@cocotb.test()
+@cocotb.test(timeout_time=300, timeout_unit="us")
 async def requant_cycles(dut):
     """Without stalls, n elements take hw.timing.requant_cycles(n) from first input to last output."""
     elements = random_elements(random.Random(5), 37, int(dut.OUT_BITS.value))
@@ -90,7 +90,7 @@ async def requant_cycles(dut):
     assert mon.handshakes[0] - drv.handshakes[0] == timing.REQUANT_LATENCY_CYCLES
 
 
-@cocotb.test()
+@cocotb.test(timeout_time=300, timeout_unit="us")
 async def requant_reset_mid_stream(dut):
     """A reset in the middle of a stream empties the pipeline; the next stream is processed exactly."""
     tb = TB(dut)
