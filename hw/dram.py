@@ -2,12 +2,16 @@
 
 A request of ``nbytes`` at ``addr`` is cut into aligned ``dram_access_bytes`` accesses; consecutive accesses in
 the same DRAM row form one segment. Per segment: the bank (``row % num_banks``) activates the row if it is not
-open (``dram_row_miss_cycles``, overlapping other banks' transfers), then the shared data bus transfers the
-segment at ``bytes_per_cycle``. The request completes ``dram_latency_cycles`` after its last beat.
+open (``dram_row_miss_cycles`` before its data can move), then the shared data bus transfers the segment at
+``bytes_per_cycle``. The request completes ``dram_latency_cycles`` after its last beat.
 
-Model assumptions: requests are served in the order the scheduler issues them (the bus time only moves forward),
-an open-page policy, writes cost the same as reads, and energy is ``pj_per_bit`` for every transferred bit
-(7 pJ/bit HBM, the HyGCN/MEGA methodology) — row activations are not charged separately.
+The bus is a calendar of ``SLOT_CYCLES``-cycle slots, each filled front to back (its frontier = the first free
+cycle in it): a transfer takes the earliest free bus time at or after its ready time, so requests issued out of time order (the
+scheduler walks tiles, not time) still share the bandwidth correctly (queueing = waiting for free slots).
+
+Model assumptions: an open-page policy per bank (hit/miss depends on issue order), bank conflicts cost only the
+activation delay, writes cost the same as reads, and energy is 7 pJ/bit for every transferred bit (HBM, the
+HyGCN/MEGA methodology; see hw/energy.py) — row activations are not charged separately.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from hw.config import AcceleratorConfig
+
+SLOT_CYCLES = 32  # bus calendar granularity (cycles)
 
 
 @dataclass(kw_only=True)
@@ -46,10 +52,26 @@ class DRAMChannel:
         self.cfg = cfg
         self.access = cfg.dram_access_bytes
         self.cycles_per_access = cfg.dram_access_bytes / cfg.bytes_per_cycle
-        self.bus_free = 0.0
+        self.bpc = cfg.bytes_per_cycle
+        self.slots: dict[int, float] = {}  # slot index -> bytes already scheduled in it
         self.open_row = [-1] * cfg.dram_num_banks
-        self.bank_free = [0.0] * cfg.dram_num_banks
         self.stats = DRAMStats()
+
+    def _transfer(self, ready: float, nbytes: float) -> float:
+        """Put ``nbytes`` on the bus at the earliest free capacity from ``ready``; returns the last-beat cycle."""
+        bpc, size = self.bpc, SLOT_CYCLES
+        k, t, left, end = int(ready // size), ready, float(nbytes), ready
+        while left > 0:
+            start = max(t, k * size + self.slots.get(k, 0.0) / bpc)  # the slot is filled front to back
+            room = ((k + 1) * size - start) * bpc
+            if room > 1e-9:
+                take = min(room, left)
+                end = start + take / bpc
+                self.slots[k] = (end - k * size) * bpc
+                left -= take
+            k += 1
+            t = float(k * size)
+        return end
 
     def request(self, time: float, addr: int, nbytes: int, *, write: bool, tensor: str) -> float:
         """Issue ``nbytes`` at byte ``addr`` at cycle ``time``; returns the cycle its data is complete."""
@@ -69,12 +91,12 @@ class DRAMChannel:
             st.bytes_written += moved
         else:
             st.bytes_read += moved
-        k = first
+        k, last_beat = first, time
         while k <= last:
             row = k // per_row
             seg = min(last, (row + 1) * per_row - 1) - k + 1
             bank = row % cfg.dram_num_banks
-            ready = max(time, self.bank_free[bank])
+            ready = time
             if self.open_row[bank] != row:
                 ready += cfg.dram_row_miss_cycles
                 self.open_row[bank] = row
@@ -82,12 +104,10 @@ class DRAMChannel:
                 st.row_hits += seg - 1
             else:
                 st.row_hits += seg
-            start = max(ready, self.bus_free)
-            self.bus_free = start + seg * self.cycles_per_access
-            self.bank_free[bank] = self.bus_free
+            last_beat = max(last_beat, self._transfer(ready, seg * a))
             st.busy_cycles += seg * self.cycles_per_access
             k += seg
-        return self.bus_free + cfg.dram_latency_cycles
+        return last_beat + cfg.dram_latency_cycles
 
 
 class AddressMap:

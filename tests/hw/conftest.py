@@ -27,3 +27,8 @@ def small_workload(n: int = 300, f_in: int = 48, hidden: int = 32, classes: int 
 @pytest.fixture(scope="session")
 def workload():
     return small_workload()
+
+
+@pytest.fixture(scope="session")
+def make_workload():
+    return small_workload
