@@ -1,0 +1,169 @@
+"""The .qgraph export: round trip, checksums naming the bad array, schema versions, bit-exact layer outputs,
+and (slow) the integer path's Cora test accuracy vs the A2Q fake-quant model it came from."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from quant import adaptive_package, packing
+from quant.convert import to_quantized_gcn
+from quant.export import ExportError, export_model, export_run, load, main, model_arrays, write_qgraph
+from quant.fixed_point import quantize_multiplier
+from quant.integer_gnn import gcn_forward_int
+
+
+def _sibling(name: str):
+    """Import a sibling test module (pytest runs with --import-mode=importlib: tests are not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"_quant_{name}", Path(__file__).with_name(f"{name}.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+_helpers = _sibling("test_convert")
+quantized_model, tiny_graph = _helpers.quantized_model, _helpers.tiny_graph
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    graph = tiny_graph(3)
+    model = quantized_model(graph, "degree-aware", seed=3)
+    out = export_model(model, graph, tmp_path_factory.mktemp("exp") / "tiny_gcn.qgraph")
+    return out, model, graph
+
+
+def test_round_trip_equal(exported):
+    out, model, graph = exported
+    q = load(out)
+    conv = to_quantized_gcn(model, graph.data.x, graph.data.edge_index)
+    want, _ = model_arrays(conv, graph.data.y.numpy(), graph.splits[0].test.numpy())
+    assert set(q.arrays) == set(want)
+    for name, arr in want.items():
+        assert q[name].dtype == arr.dtype and q[name].shape == arr.shape, name
+        np.testing.assert_array_equal(q[name], arr, err_msg=name)
+    m = q.manifest
+    assert m["format"] == "qgraph" and m["schema_version"] == 1 and m["model"]["quant_method"] == "degree-aware"
+    assert m["provenance"]["created_utc"] and "git_commit" in m["provenance"]
+    # the rebuilt integer model gives the stored per-layer outputs and logits bit-exactly
+    outs, logits = gcn_forward_int(q.to_quantized_gcn(), q["graph.edge_index"])
+    np.testing.assert_array_equal(outs[0], q["layer0.out"])
+    np.testing.assert_array_equal(logits, q["logits"])
+    q.verify()
+
+
+def test_export_contents_are_consistent(exported):
+    q = load(exported[0])
+    n = q.manifest["dataset"]["num_nodes"]
+    # degree table -> per-node values
+    bucket = np.minimum(q["graph.in_degree"], q["layer1.degree_bits"].size - 1)
+    np.testing.assert_array_equal(q["layer1.x_bits"], q["layer1.degree_bits"][bucket])
+    np.testing.assert_array_equal(q["layer1.x_steps"], q["layer1.degree_step"][bucket])
+    # both packed layouts decode to the codes
+    packed = packing.PackedRows(payload=q["layer1.x_packed.payload"], bits=q["layer1.x_packed.bits"],
+                                bit_offsets=q["layer1.x_packed.bit_offsets"],
+                                group_byte_offsets=q["layer1.x_packed.group_byte_offsets"],
+                                num_features=q["layer1.x_codes"].shape[1])
+    np.testing.assert_array_equal(packing.unpack_rows(packed), q["layer1.x_codes"])
+    words = adaptive_package.AdaptivePackageStream(
+        words=q["layer1.x_ap.words"], bitmap=q["layer1.x_ap.bitmap"], first_node=q["layer1.x_ap.first_node"],
+        first_value=q["layer1.x_ap.first_value"], num_values=q["layer1.x_ap.num_values"], num_nodes=n,
+        num_features=q["layer1.x_codes"].shape[1])
+    np.testing.assert_array_equal(adaptive_package.decode(words), q["layer1.x_codes"])
+    # requant multipliers are quantize_multiplier of the step ratio (per node x per channel XW scale)
+    ratio = q["layer0.x_steps"][:, None] * q["layer0.w_steps"][None, :] / q["layer0.xw_steps"][None, :]
+    mult, shift = quantize_multiplier(ratio)
+    np.testing.assert_array_equal(q["layer0.xw_mult"], mult)
+    np.testing.assert_array_equal(q["layer0.xw_shift"], shift)
+    # CSR of the GCN graph: one self loop per node
+    assert q["graph.indptr"][-1] == q["graph.indices"].size and q["graph.indptr"].size == n + 1
+    met = q.manifest["metrics"]
+    assert 0 <= met["test_acc_integer"] <= 1 and met["storage"]["all_in_bytes"] > 0
+
+
+def _copy(src: Path, dst: Path) -> Path:
+    import shutil
+
+    shutil.copytree(src, dst)
+    return dst
+
+
+def test_corrupted_truncated_or_missing_array_names_it(exported, tmp_path):
+    bad = _copy(exported[0], tmp_path / "bad.qgraph")
+    f = bad / "layer1.x_steps.npy"
+    raw = bytearray(f.read_bytes())
+    raw[-3] ^= 0x40
+    f.write_bytes(bytes(raw))
+    with pytest.raises(ExportError, match=r"'layer1\.x_steps'.*SHA-256"):
+        load(bad)
+    trunc = _copy(exported[0], tmp_path / "trunc.qgraph")
+    g = trunc / "layer0.w_codes.npy"
+    g.write_bytes(g.read_bytes()[:-5])
+    with pytest.raises(ExportError, match=r"'layer0\.w_codes'"):
+        load(trunc)
+    gone = _copy(exported[0], tmp_path / "gone.qgraph")
+    (gone / "graph.indptr.npy").unlink()
+    with pytest.raises(ExportError, match=r"'graph\.indptr'.*missing"):
+        load(gone)
+    broken = _copy(exported[0], tmp_path / "broken.qgraph")
+    (broken / "manifest.json").write_text((broken / "manifest.json").read_text()[:200])
+    with pytest.raises(ExportError, match="not valid JSON"):
+        load(broken)
+
+
+def test_schema_versions(exported, tmp_path):
+    fut = _copy(exported[0], tmp_path / "future.qgraph")
+    m = json.loads((fut / "manifest.json").read_text())
+    m["schema_version"] = 99
+    (fut / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(ExportError, match="schema_version 99.*newer exporter"):
+        load(fut)
+    del m["arrays"]["layer1.xw_codes"]
+    m["schema_version"] = 1
+    (fut / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(ExportError, match="layer1.xw_codes"):
+        load(fut)  # never a silent partial load
+
+
+def test_verify_catches_consistent_but_wrong_outputs(exported, tmp_path):
+    """An array rewritten with a matching checksum still fails the bit-exactness check, naming the array."""
+    q = load(exported[0])
+    arrays = {k: np.array(v) for k, v in q.arrays.items()}
+    arrays["layer0.psum"][3, 1] += 1
+    meta = {k: v for k, v in q.manifest.items() if k not in ("format", "schema_version", "arrays")}
+    bad = load(write_qgraph(tmp_path / "tampered.qgraph", arrays, meta))
+    with pytest.raises(ExportError, match=r"'layer0\.psum'"):
+        bad.verify()
+    with pytest.raises(ExportError, match="exists"):
+        write_qgraph(tmp_path / "tampered.qgraph", arrays, meta)
+
+
+def test_cli_help(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    assert e.value.code == 0 and "--run" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_cora_integer_accuracy_within_0p3_points_of_fake_quant(tmp_path):
+    """Real short A2Q training on Cora (``python -m gnn.train``), export, and the issue's target."""
+    run = tmp_path / "run"
+    root = Path(__file__).resolve().parents[2]
+    cmd = [sys.executable, "-m", "gnn.train", "--dataset", "cora", "--model", "gcn", "--quant", "a2q",
+           "--target-bits", "1.7", "--seeds", "1", "--epochs", "60", "--run-dir", str(run), "--no-progress"]
+    subprocess.run(cmd, cwd=root, check=True, capture_output=True)
+    q = load(export_run(run, tmp_path / "cora_gcn.qgraph"))
+    q.verify()
+    met = q.manifest["metrics"]
+    assert met["test_acc_fake_quant"] > 0.6  # a trained model, not chance
+    assert abs(met["test_acc_delta_pt"]) <= 0.3, met
+    # the stored fake-quant accuracy is the checkpoint's own validation-selected test accuracy
+    result = json.loads((run / "seed0_fold0" / "result.json").read_text())
+    assert met["test_acc_fake_quant"] == pytest.approx(result["test_acc"], abs=1e-6)
+    assert torch.is_tensor(torch.load(run / "seed0_fold0" / "best.pt", weights_only=True)["convs.0.bias"])
