@@ -227,3 +227,18 @@ def test_short_cora_gcn_a2q_training_learns(cora):
     bits = quant_summary(model)["avg_bits"]
     assert acc > 0.7, acc  # chance is ~0.3
     assert bits < bits0 - 1.0, (bits0, bits)  # the penalty drives the bits from 4 toward the 2-bit target
+
+
+@pytest.mark.parametrize("method", ["a2q", "degree-aware", "dq-int4"])
+def test_trainer_integration(method):
+    """gnn.trainer calls exactly quantize_ / quant_param_groups / quant_penalty / quant_summary."""
+    from gnn.data.synthetic import sbm_graph
+    from gnn.trainer import TrainConfig, train_one
+
+    graph = sbm_graph(120, num_classes=3, avg_degree=6.0, num_features=8, seed=0)
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(arch="gcn", in_dim=graph.num_features, out_dim=graph.num_classes))
+    res = train_one(model, graph, graph.splits[0], TrainConfig(epochs=3, quant=method, target_bits=3.0),
+                    seed=0, progress=False)
+    assert res.quant_summary["method"] == method and res.quant_summary["avg_bits"] is not None
+    assert 0.0 <= res.test_acc <= 1.0
