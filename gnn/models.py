@@ -86,7 +86,8 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
     """Dropout that also takes sparse COO input (dropping stored values is dense dropout: zeros stay zero)."""
     if x.is_sparse:
         x = x.coalesce()
-        return torch.sparse_coo_tensor(x.indices(), F.dropout(x.values(), p, training), x.shape)
+        return torch.sparse_coo_tensor(x.indices(), F.dropout(x.values(), p, training), x.shape,
+                                       is_coalesced=True, check_invariants=False)
     return F.dropout(x, p=p, training=training)
 
 
