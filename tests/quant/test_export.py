@@ -167,3 +167,13 @@ def test_cora_integer_accuracy_within_0p3_points_of_fake_quant(tmp_path):
     result = json.loads((run / "seed0_fold0" / "result.json").read_text())
     assert met["test_acc_fake_quant"] == pytest.approx(result["test_acc"], abs=1e-6)
     assert torch.is_tensor(torch.load(run / "seed0_fold0" / "best.pt", weights_only=True)["convs.0.bias"])
+
+
+def test_pipeline_step_export_skips_other_models_and_needs_the_quantize_step(tmp_path, capsys):
+    from quant.pipeline_steps import step_export
+
+    ctx = {"dataset": "cora", "model": "gat", "run_dir": tmp_path, "data_root": None}
+    step_export(ctx)
+    assert "skipped" in capsys.readouterr().out and "export_path" not in ctx
+    with pytest.raises(FileNotFoundError, match="quantize"):
+        step_export({**ctx, "model": "gcn"})

@@ -1,0 +1,57 @@
+"""Integer-path accuracy of a trained quantized GCN vs its fake-quant model for several fixed-point formats.
+
+``python benchmarks/export_fixed_point.py --run <run_dir of python -m gnn.train --quant a2q>`` writes
+``benchmarks/results/export_fixed_point.json``: per (frac_bits, psum_bits) the integer test accuracy, the change in
+points vs the float32 fake-quant model, and the fraction of nodes whose prediction agrees.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from quant.convert import load_trained, to_quantized_gcn
+from quant.integer_gnn import gcn_forward_int
+
+FORMATS = ((8, 16), (10, 16), (12, 16), (12, 32), (14, 32), (16, 32))
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--run", type=Path, required=True)
+    p.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "export_fixed_point.json")
+    args = p.parse_args(argv)
+    run = load_trained(args.run)
+    d, test = run.graph.data, run.graph.splits[0].test.numpy()
+    y = d.y.numpy()
+    with torch.no_grad():
+        fake = run.model(d.x, d.edge_index).numpy()
+    acc_fake = float((fake[test].argmax(1) == y[test]).mean())
+    rows = []
+    for frac, psum in FORMATS:
+        t0 = time.perf_counter()
+        conv = to_quantized_gcn(run.model, d.x, d.edge_index, frac_bits=frac, psum_bits=psum)
+        _, logits = gcn_forward_int(conv.model, conv.edge_index)
+        acc = float((logits[test].argmax(1) == y[test]).mean())
+        rows.append({"frac_bits": frac, "psum_bits": psum, "test_acc_integer": acc,
+                     "delta_pt": 100 * (acc - acc_fake),
+                     "prediction_agreement": float((logits.argmax(1) == fake.argmax(1)).mean()),
+                     "seconds": time.perf_counter() - t0})
+        print(rows[-1])
+    out = {"run": str(args.run), "dataset": run.config["dataset"], "quant": run.config["train"]["quant"],
+           "target_bits": run.config["train"]["target_bits"], "epochs": run.config["train"]["epochs"],
+           "test_acc_fake_quant": acc_fake, "formats": rows,
+           "note": "integer path (quant.integer_gnn) vs the float32 fake-quant model; one seed"}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=2))
+    return out
+
+
+if __name__ == "__main__":
+    np.set_printoptions(precision=4)
+    main()
