@@ -1,0 +1,2 @@
+bse.v
+cpe.v
