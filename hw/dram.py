@@ -6,7 +6,8 @@ open (``dram_row_miss_cycles`` before its data can move), then the shared data b
 ``bytes_per_cycle``. The request completes ``dram_latency_cycles`` after its last beat.
 
 The bus is a calendar of ``SLOT_CYCLES``-cycle slots, each filled front to back (its frontier = the first free
-cycle in it): a transfer takes the earliest free bus time at or after its ready time, so requests issued out of time order (the
+cycle in it): a transfer takes the earliest free bus time at or after its ready time, so requests issued out of
+time order (the
 scheduler walks tiles, not time) still share the bandwidth correctly (queueing = waiting for free slots).
 
 Model assumptions: an open-page policy per bank (hit/miss depends on issue order), bank conflicts cost only the

@@ -33,7 +33,7 @@ def check_workload(workload, layouts: list[FeatureLayout | None] | None = None, 
     """Check every layer; ``layouts[l]`` = the simulated input layout of layer ``l`` (its AP stream is decoded)."""
     graph = gcn_graph(workload.edge_index, workload.num_nodes)
     modes = []
-    for li, (lay, lt) in enumerate(zip(workload.model.layers, workload.layers)):
+    for li, (lay, lt) in enumerate(zip(workload.model.layers, workload.layers, strict=False)):
         codes = lt.x_codes
         ap = layouts[li].packages if layouts and layouts[li] is not None else None
         if ap is not None:

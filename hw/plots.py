@@ -20,7 +20,7 @@ def plot_result(result: dict, path: str | Path) -> None:
                        ("stall_output_cycles", "tab:red"), ("idle_cycles", "lightgray")]:
         vals = [eng[n][key] for n in names]
         axes[0].bar(names, vals, bottom=bottom, color=color, label=key.replace("_cycles", ""))
-        bottom = [b + v for b, v in zip(bottom, vals)]
+        bottom = [b + v for b, v in zip(bottom, vals, strict=False)]
     axes[0].set_ylabel("cycles")
     axes[0].set_title(f"{result['arch']} on {result['workload']['name']}: {result['total_cycles']:.3g} cycles")
     axes[0].legend(fontsize=7)

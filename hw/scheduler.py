@@ -20,7 +20,6 @@ from __future__ import annotations
 import numpy as np
 
 from hw.aggregation import aggregation_cycles
-from hw.timing import requant_cycles
 from hw.buffer import Buffer
 from hw.combination import bitserial_cycles, mac_cycles
 from hw.condense import EID_BYTES, condense_cycles, condense_plan
@@ -29,6 +28,7 @@ from hw.decoder import decode_cycles
 from hw.dram import AddressMap, DRAMChannel
 from hw.layout import FeatureLayout, feature_layout
 from hw.pipeline import Stage, StageStats, run_pipeline
+from hw.timing import requant_cycles
 
 STAGES = ("load_x", "decoder", "combination", "writeback_c", "condense", "load_a", "aggregation", "writeback_a")
 

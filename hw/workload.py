@@ -85,7 +85,7 @@ def build_gcn(x: np.ndarray, edge_index: np.ndarray, dims: tuple[int, ...], seed
     h = fake_quant(x, steps[:, None], bits[:, None])  # codes
     x_codes = h.astype(np.int8)
     layers, h_real = [], h * steps[:, None]
-    for i, (f_in, f_out) in enumerate(zip(dims[:-1], dims[1:])):
+    for i, (f_in, f_out) in enumerate(zip(dims[:-1], dims[1:], strict=False)):
         w = rng.standard_normal((f_out, f_in)) * np.sqrt(2.0 / (f_in + f_out))
         w_steps = _pow2_steps(np.abs(w).max(axis=1), np.full(f_out, 4))
         w_codes = fake_quant(w, w_steps[:, None], 4).astype(np.int8)
@@ -115,7 +115,7 @@ def workload_from_model(name: str, model: QuantizedGCN, edge_index: np.ndarray, 
     indptr, indices, _ = gcn_graph(edge_index, n)
     outs, _ = gcn_forward_reference(model, edge_index, exact_constants=False)
     h, layers = model.x_codes, []
-    for lay, out in zip(model.layers, outs):
+    for lay, out in zip(model.layers, outs, strict=False):
         if lay.out_steps is None:  # last layer: real values -> accumulator units U 2^-frac (exact, see above)
             out = np.rint(out / (lay.ref_scale * 2.0**-lay.frac_bits)).astype(np.int64)
         xr = h.astype(np.float64) * lay.x_steps[:, None]

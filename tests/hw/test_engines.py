@@ -77,8 +77,9 @@ def test_condense_plan_consumes_every_cross_pair_once():
     indptr, indices, _ = csr_from_edge_index(ei, n)
     plan = condense_plan(indptr, indices, tn)
     dst = np.repeat(np.arange(n), np.diff(indptr))
-    want = {(int(s), int(d // tn)) for s, d in zip(indices, dst) if s // tn != d // tn}
-    assert set(zip(plan.pair_src.tolist(), plan.pair_dst_tile.tolist())) == want and plan.pair_src.size == len(want)
+    want = {(int(s), int(d // tn)) for s, d in zip(indices, dst, strict=False) if s // tn != d // tn}
+    pairs = set(zip(plan.pair_src.tolist(), plan.pair_dst_tile.tolist(), strict=True))
+    assert pairs == want and plan.pair_src.size == len(want)
     key = plan.pair_dst_tile * n + plan.pair_src
     assert np.all(np.diff(key) > 0)  # contiguous write order: by subgraph, then ascending source ID
     groups = [range(g, min(plan.num_tiles, g + 4)) for g in range(0, plan.num_tiles, 4)]

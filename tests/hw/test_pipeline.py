@@ -14,7 +14,7 @@ def test_balanced_pipeline_closed_form(times, tiles):
     # a pipeline with unbounded queues: fill (sum) + (tiles - 1) * bottleneck; depth 2 suffices when the
     # bottleneck is downstream of nothing slower (checked cases)
     assert end[-1][-1] == sum(times) + (tiles - 1) * max(times)
-    for st, c in zip(stages, times):
+    for st, c in zip(stages, times, strict=False):
         assert st.stats.busy_cycles == c * tiles and st.stats.tiles == tiles
 
 

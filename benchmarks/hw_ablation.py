@@ -1,0 +1,79 @@
+"""MEGA ablation and baselines in the hw/ cycle model, beside MEGA's published numbers.
+
+Ladder (hw.config.ablation_variants): FP32 -> degree-aware bits (plain bitmap) -> + Adaptive-Package ->
++ Condense-Edge (= the mega preset); plus the HyGCN-like and GCNAX-like presets. Workloads: 2-layer GCN
+(F_in -> 128 -> 16) with degree-rule bitwidths (hw/workload.py), not learned ones. Writes
+benchmarks/results/hw_ablation.json. Usage: ``python benchmarks/hw_ablation.py [--datasets cora citeseer ...]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from hw.config import ablation_variants, preset
+from hw.report import run_simulation
+from hw.workload import workload_from_graph
+
+PAPER = {"degree_aware_bitmap": {"speedup": 4.8, "dram_reduction": 5.8},
+         "adaptive_package": {"speedup": 4.7, "dram_reduction": 2.5},
+         "condense_edge": {"speedup": 1.1, "dram_reduction": 4.4},
+         "headline_vs_hygcn": {"speedup": 38.3, "dram_reduction": 108.1},
+         "source": "MEGA HPCA'24 as transcribed by Mr-Xiao2021 (SECONDARY); ablation baseline 'HyGCN-C'"}
+NOTES = [
+    "Bitwidths come from a degree rule (2..8 bits), not from training; MEGA's learned bits average lower.",
+    "FP32 step = MEGA engines with 1024 32-bit MACs in place of the bit-serial engines (our stand-in for HyGCN-C).",
+    "Weights (4-bit, F_in x 128) exceed the 48 KiB weight buffer on wide-feature datasets and are re-read per tile; "
+    "this traffic does not shrink with feature compression and caps the DRAM reduction of every step.",
+    "Condense-Edge writes each (cross source, destination subgraph) XW row once and reads it contiguously; without "
+    "it, scattered rows go through the 96 KiB combination buffer as an LRU cache, which on small graphs holds most "
+    "of XW, so Condense-Edge saves little traffic there (and extra eID reads / passes can cost).",
+    "HyGCN-like runs aggregation first on 32-bit F_in-wide rows: its traffic scales with F_in x edges, the main "
+    "source of the large headline gap.",
+]
+
+
+def run(datasets: list[str], path: Path) -> dict:
+    variants = ablation_variants()
+    out = {"paper": PAPER, "notes": NOTES, "datasets": {}}
+    for name in datasets:
+        t0 = time.perf_counter()
+        wl = workload_from_graph(name)
+        rows = {}
+        for key, cfg in list(variants.items()) + [("hygcn", preset("hygcn")), ("gcnax", preset("gcnax"))]:
+            r = run_simulation(wl, cfg, check=key == "condense_edge")
+            rows[key] = {"cycles": r["total_cycles"], "dram_bytes": r["dram"]["total_bytes"],
+                         "energy_pj": r["energy_pj"]["total"], "functional_check": r["functional_check"],
+                         "dram_by_kind": r["dram"]["bytes_by_kind"], "sim_wall_s": r["sim_wall_s"]}
+        steps, prev = {}, "fp32"
+        for key in ("degree_aware_bitmap", "adaptive_package", "condense_edge"):
+            steps[key] = {"speedup": rows[prev]["cycles"] / rows[key]["cycles"],
+                          "dram_reduction": rows[prev]["dram_bytes"] / rows[key]["dram_bytes"]}
+            prev = key
+        mega = rows["condense_edge"]
+        for base in ("fp32", "hygcn", "gcnax"):
+            steps[f"mega_vs_{base}"] = {"speedup": rows[base]["cycles"] / mega["cycles"],
+                                        "dram_reduction": rows[base]["dram_bytes"] / mega["dram_bytes"],
+                                        "energy_saving": rows[base]["energy_pj"] / mega["energy_pj"]}
+        out["datasets"][name] = {"num_nodes": wl.num_nodes, "num_edges": wl.num_edges, "runs": rows,
+                                 "steps": steps, "wall_s": time.perf_counter() - t0}
+        print(name, {k: {m: round(v, 2) for m, v in s.items()} for k, s in steps.items()}, flush=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(out, indent=1, default=float))  # after every dataset (long runs)
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--datasets", nargs="+",
+                   default=["cora", "citeseer", "pubmed", "amazon-computers", "coauthor-cs"])
+    p.add_argument("--out", default="benchmarks/results/hw_ablation.json")
+    args = p.parse_args()
+    run(args.datasets, Path(args.out))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
