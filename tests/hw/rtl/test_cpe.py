@@ -12,12 +12,12 @@ import random
 import cocotb
 import numpy as np
 import pytest
+from rtl_tb import TB, StreamDriver, StreamMonitor, check_in_order, pack_lanes, pause_pattern, unpack_lanes
 
 from hw import timing
 from quant.fixed_point import saturate
 from quant.integer_gnn import ACC_BITS
 from quant.packing import code_range
-from rtl_tb import TB, StreamDriver, StreamMonitor, check_in_order, pack_lanes, pause_pattern, unpack_lanes
 
 TOP = "cpe"
 
@@ -74,7 +74,7 @@ async def run_rows(dut, x, bits, w, idle: float, backpressure: float, seed: int,
         mon = StreamMonitor(tb, "m_", {"acc": ("m_acc", False)}, pause_pattern(backpressure, rng))
         await drv.send(beats)
         await mon.wait_for(len(rows), 20 * sum(map(sum, vbits)) + 50)
-        mon._task.cancel()
+        mon.stop()
         actual = [unpack_lanes(b["acc"], acc_bits, lanes) for b in mon.beats]
         check_in_order(golden_rows(x, w, rows, lanes, group), actual, f"C-PE rows (channel group {group})")
         results.append((drv, mon, vbits))

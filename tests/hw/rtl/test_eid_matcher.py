@@ -13,9 +13,9 @@ import random
 import cocotb
 import numpy as np
 import pytest
+from rtl_tb import TB, StreamDriver, StreamMonitor, check_in_order, pause_pattern
 
 from hw import timing
-from rtl_tb import TB, StreamDriver, StreamMonitor, check_in_order, pause_pattern
 
 TOP = "eid_matcher"
 

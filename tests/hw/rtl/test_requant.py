@@ -8,10 +8,10 @@ import cocotb
 import numpy as np
 import pytest
 from cocotb.triggers import FallingEdge
+from rtl_tb import TB, StreamDriver, StreamMonitor, check_in_order, pause_pattern
 
 from hw import timing
 from quant.fixed_point import requantize
-from rtl_tb import TB, StreamDriver, StreamMonitor, check_in_order, pause_pattern
 
 TOP = "requant"
 
