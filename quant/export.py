@@ -315,6 +315,13 @@ def _git_commit() -> tuple[str | None, bool | None]:
     return head.stdout.strip(), bool(dirty.stdout.strip())
 
 
+def _command() -> str:
+    argv = list(sys.argv)
+    if argv and argv[0].endswith(("quant/export.py", "quant\\export.py")):
+        argv[0] = "python -m quant.export"
+    return " ".join(argv)
+
+
 def _histogram(bits: np.ndarray) -> dict[str, int]:
     values, counts = np.unique(bits, return_counts=True)
     return {str(int(b)): int(c) for b, c in zip(values, counts, strict=True)}
@@ -351,7 +358,7 @@ def export_model(model: torch.nn.Module, graph, out: Path | str, *, provenance: 
         "dataset": {"name": graph.name, "num_nodes": int(data.num_nodes), "num_edges": int(data.edge_index.size(1)),
                     "num_features": int(data.x.size(1)), "num_classes": int(graph.num_classes),
                     "num_test": int(test.size)},
-        "provenance": {"git_commit": commit, "git_dirty": dirty, "command": " ".join(sys.argv),
+        "provenance": {"git_commit": commit, "git_dirty": dirty, "command": _command(),
                        "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                        "torch": torch.__version__, **(provenance or {})},
         "integer_path": {"acc_bits": 32, "psum_bits": psum_bits, "frac_bits": frac_bits, "multiplier_bits": 31,
@@ -376,6 +383,10 @@ def export_run(run_dir: Path | str, out: Path | str, *, seed_dir: str | None = N
                         overwrite=overwrite)
 
 
+def _fmt(v: float | None) -> str:
+    return "n/a (no learned feature bits)" if v is None else f"{v:.3f}"
+
+
 def describe(q: QGraph) -> str:
     """One-paragraph summary of an export: accuracy, bits and bytes."""
     m = q.manifest["metrics"]
@@ -385,8 +396,8 @@ def describe(q: QGraph) -> str:
             f"  test accuracy: fake-quant {100 * m['test_acc_fake_quant']:.2f}%, integer path "
             f"{100 * m['test_acc_integer']:.2f}% (delta {m['test_acc_delta_pt']:+.2f} pt, "
             f"predictions agree on {100 * m['prediction_agreement']:.2f}% of nodes)\n"
-            f"  average bits (learned features, no sign bit): {m['avg_bits']:.3f}; with sign bit "
-            f"{m['avg_bits_with_sign']:.3f}\n"
+            f"  average bits (learned features, no sign bit): {_fmt(m['avg_bits'])}; with sign bit "
+            f"{_fmt(m['avg_bits_with_sign'])}\n"
             f"  bytes, learned features only: {s['learned_feature_bytes']} vs FP32 {s['learned_fp32_feature_bytes']} "
             f"({s['learned_fp32_feature_bytes'] / max(s['learned_feature_bytes'], 1):.1f}x)\n"
             f"  bytes, all-in (all feature tensors + weights + metadata + CSR): {s['all_in_bytes']} vs FP32 "
