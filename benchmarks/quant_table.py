@@ -6,7 +6,8 @@ Per (dataset, model, method, target): validation-selected test accuracy mean +- 
 A2Q-code-style max test accuracy over epochs, never the headline), learned average feature bits without / with
 the sign bit (the A2Q headline convention is *without*), gap to the target, training time per epoch relative to
 FP32 with dense input (the ``fp32-dense`` cell: one seed, 20 epochs, timing only; the trainer feeds quantized
-models dense features while FP32 GCN/GAT get sparse bag-of-words input, so both ratios are reported). Writes benchmarks/results/quant_table.json, quant_acc_vs_bits.png and quant_bits_vs_degree.png.
+models dense features while FP32 GCN/GAT get sparse bag-of-words input, so both ratios are reported).
+Writes benchmarks/results/quant_table.json (after every cell), quant_acc_vs_bits.png, quant_bits_vs_degree.png.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -140,16 +142,23 @@ def main(argv=None) -> dict:
                     cell["time_per_epoch_vs_fp32_sparse"] = (cell["ms_per_epoch"] / fp32_ms["none"]
                                                              if fp32_ms.get("none") else None)
                     cells.append(cell)
+                    _write(args.out, argv, seeds, t0, cells)  # partial results survive an interrupted run
                     bits = cell.get("avg_bits", {}).get("mean", 32.0)
                     print(f"{name:<10}{arch:<6}{cell['method']:<14}{str(cell['target_bits']):<6}"
                           f"acc {cell['test_acc']['mean']:6.2f} +- {cell['test_acc']['std']:5.2f}  "
                           f"bits {bits:6.3f}  x{cell['time_per_epoch_vs_fp32'] or 1:5.2f} time", flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    out = {"command": "python benchmarks/quant_table.py " + " ".join(argv or __import__("sys").argv[1:]),
+    return _write(args.out, argv, seeds, t0, cells, plots=True)
+
+
+def _write(path: Path, argv, seeds, t0: float, cells: list[dict], plots: bool = False) -> dict:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    out = {"command": "python benchmarks/quant_table.py " + " ".join(argv or sys.argv[1:]),
            "seeds": seeds, "wall_seconds": time.time() - t0, "torch": torch.__version__,
-           "machine": platform.platform(), "threads": torch.get_num_threads(), "cells": cells}
-    out["plots"] = plot(cells, args.out.parent)
-    args.out.write_text(json.dumps(out, indent=2))
+           "machine": platform.platform(), "threads": torch.get_num_threads(), "complete": plots,
+           "cells": cells}
+    if plots:
+        out["plots"] = plot(cells, path.parent)
+    path.write_text(json.dumps(out, indent=2))
     return out
 
 
