@@ -49,3 +49,12 @@ def test_presets_and_ablation_are_valid_and_distinct():
     assert list(v) == ["fp32", "degree_aware_bitmap", "adaptive_package", "condense_edge"]
     assert v["condense_edge"] == replace(mega(), name="condense_edge")
     assert preset("hygcn").order == "aggregation_first" and preset("gcnax").source_reads == "src_tiles"
+
+
+def test_shipped_example_config_loads():
+    from pathlib import Path
+
+    import hw
+
+    c = load_config(Path(hw.__file__).parent / "configs" / "mega_64B_access.toml")
+    assert (c.name, c.dram_access_bytes, c.bytes_per_cycle) == ("mega", 64, 128.0)
