@@ -8,15 +8,17 @@ points vs the float32 fake-quant model, and the fraction of nodes whose predicti
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 import time
 from pathlib import Path
 
-import numpy as np
-import torch
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from quant.convert import load_trained, to_quantized_gcn
-from quant.integer_gnn import gcn_forward_int
+import torch  # noqa: E402
+from _common import machine, save_results  # noqa: E402
+
+from quant.convert import load_trained, to_quantized_gcn  # noqa: E402
+from quant.integer_gnn import gcn_forward_int  # noqa: E402
 
 FORMATS = ((8, 16), (10, 16), (12, 16), (12, 32), (14, 32), (16, 32))
 
@@ -24,7 +26,6 @@ FORMATS = ((8, 16), (10, 16), (12, 16), (12, 32), (14, 32), (16, 32))
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--run", type=Path, required=True)
-    p.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "export_fixed_point.json")
     args = p.parse_args(argv)
     run = load_trained(args.run)
     d, test = run.graph.data, run.graph.splits[0].test.numpy()
@@ -46,12 +47,11 @@ def main(argv: list[str] | None = None) -> dict:
     out = {"run": str(args.run), "dataset": run.config["dataset"], "quant": run.config["train"]["quant"],
            "target_bits": run.config["train"]["target_bits"], "epochs": run.config["train"]["epochs"],
            "test_acc_fake_quant": acc_fake, "formats": rows,
-           "note": "integer path (quant.integer_gnn) vs the float32 fake-quant model; one seed"}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=2))
+           "note": "integer path (quant.integer_gnn) vs the float32 fake-quant model; one seed",
+           "machine": machine()}
+    print(f"wrote {save_results('export_fixed_point', out)}")
     return out
 
 
 if __name__ == "__main__":
-    np.set_printoptions(precision=4)
     main()
