@@ -1,6 +1,6 @@
 """Accuracy parity of compressed halo exchange: val-selected test accuracy over seeds, per exchange variant.
 
-    python benchmarks/dist_accuracy.py [--dataset cora] [--parts 4] [--seeds 3] [--epochs 100]
+    python benchmarks/dist_accuracy.py [--dataset cora] [--parts 4] [--seeds 3] [--epochs 100] [--variants fp32,int1,int1-2c]
 
 Spawns `--parts` gloo CPU ranks once and trains a 2-layer GCN (hidden 16, dropout 0.5) per (variant, seed):
 fp32 exchange, Sylvie's int1 (stochastic row min/max), int1 + pipeline (sync every 10), the contractive int1-2c,
@@ -40,11 +40,16 @@ def main() -> None:
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--epochs", type=int, default=100)
     p.add_argument("--hidden", type=int, default=16)
+    p.add_argument("--variants", default=",".join(VARIANTS), help=f"comma list of: {', '.join(VARIANTS)}")
     args = p.parse_args()
+    chosen = args.variants.split(",")
+    unknown = set(chosen) - set(VARIANTS)
+    if unknown:
+        raise SystemExit(f"unknown variants {sorted(unknown)}; valid: {', '.join(VARIANTS)}")
     runs = [(name, seed, DistTrainConfig(dataset=args.dataset, arch="gcn", num_parts=args.parts, seed=seed,
                                          hidden_dim=args.hidden, epochs=args.epochs, eval_every=2, log_every=0,
                                          exchange=ex))
-            for seed in range(args.seeds) for name, ex in VARIANTS.items()]
+            for seed in range(args.seeds) for name, ex in VARIANTS.items() if name in chosen]
     start = time.perf_counter()
     results = spawn(train_many, args.parts, [c for _, _, c in runs])[0]
     wall_s = time.perf_counter() - start

@@ -24,7 +24,7 @@ from torch import Tensor, nn
 from distributed.halo import ByteCounter, ExchangeConfig, HaloExchanger, Transfer, halo_exchange
 from distributed.partition import Partition
 from gnn.conv import GCNConv
-from gnn.models import GNN
+from gnn.models import GNN, SPARSE_INPUT_ARCHS
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -32,10 +32,13 @@ class ParallelConfig:
     """Attributes:
         exchange: how halo rows travel (`ExchangeConfig`).
         seed: seed of the stochastic-rounding generator (offset by rank).
+        sparse_input: feed layer 0 a sparse COO local+halo feature matrix (bag-of-words inputs such as
+            Coauthor CS; GCN/GAT only, whose first op is a linear map that takes sparse input).
     """
 
     exchange: ExchangeConfig = field(default_factory=ExchangeConfig)
     seed: int = 0
+    sparse_input: bool = False
 
 
 def global_gcn_edges(part: Partition, dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
@@ -68,13 +71,17 @@ class HaloConv(nn.Module):
         self.conv, self.exchanger, self.num_owned = conv, exchanger, num_owned
         self.input_halo: Tensor | None = None  # layer 0 only: fp32 halo of the raw input features
         self.input_dropout = 0.0
+        self.sparse_input = False
 
     def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
         if self.input_halo is not None:
             halo = F.dropout(self.input_halo, self.input_dropout, self.training)  # (N_h, F_in)
         else:
             halo = halo_exchange(x, self.exchanger, self.training)  # (N_h, F_in)
-        out = self.conv(torch.cat([x, halo]), edge_index)  # (N_o + N_h, F_out)
+        x_full = torch.cat([x, halo])  # (N_o + N_h, F_in)
+        if self.sparse_input:
+            x_full = x_full.to_sparse()
+        out = self.conv(x_full, edge_index)  # (N_o + N_h, F_out)
         return out[: self.num_owned]
 
 
@@ -94,6 +101,11 @@ class DistGNN(nn.Module):
                 conv.normalized_edges = GlobalGCNNorm(part)  # instance attribute shadows the method
             model.convs[i] = HaloConv(conv, ex, part.num_owned)
         self.module.convs[0].input_dropout = model.cfg.dropout
+        if cfg.sparse_input:
+            if model.cfg.arch not in SPARSE_INPUT_ARCHS:
+                raise ValueError(f"ParallelConfig: sparse_input needs arch in {SPARSE_INPUT_ARCHS}, "
+                                 f"not {model.cfg.arch!r}; set sparse_input=False")
+            self.module.convs[0].sparse_input = True
         self._input_key: Tensor | None = None
 
     def set_epoch(self, epoch: int) -> None:

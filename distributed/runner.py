@@ -45,6 +45,7 @@ class DistTrainConfig:
     resume: bool = False
     cache_partitions: bool = True
     quant: str = "none"
+    sparse_input: bool = False
 
     def __post_init__(self) -> None:
         if self.arch not in ARCHS:
@@ -113,7 +114,8 @@ def train_rank(cfg: DistTrainConfig, log=print) -> dict:
     torch.manual_seed(cfg.seed)
     mcfg = ModelConfig(arch=cfg.arch, in_dim=x.size(1), out_dim=g.num_classes, hidden_dim=cfg.hidden_dim,
                        num_layers=cfg.num_layers, dropout=cfg.dropout)
-    model = parallelize_gnn(GNN(mcfg), part, ParallelConfig(exchange=cfg.exchange, seed=cfg.seed),
+    model = parallelize_gnn(GNN(mcfg), part, ParallelConfig(exchange=cfg.exchange, seed=cfg.seed,
+                                                           sparse_input=cfg.sparse_input),
                             group=dist.new_group(backend=dist.get_backend()))
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     ei = part.edge_index
