@@ -130,7 +130,7 @@ def _summarise_storage(per_layer: list[dict]) -> dict:
         + adjacency
     fp32_all = tot(per_layer, "fp32_feature_bytes") + tot(per_layer, "fp32_weight_bytes") + adjacency
     elems = sum(r["fp32_feature_bytes"] // 4 for r in learned)
-    avg = sum(r["avg_bits"] * r["fp32_feature_bytes"] // 4 for r in learned) / elems if elems else None
+    avg = sum(r["avg_bits"] * (r["fp32_feature_bytes"] // 4) for r in learned) / elems if elems else None
     return {
         "layers": per_layer,
         "learned_feature_bytes": tot(learned, "feature_bytes"),
