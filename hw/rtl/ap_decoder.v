@@ -51,6 +51,8 @@ module ap_decoder #(
     output wire [NODE_BITS-1:0]     m_node,
     output wire [FEAT_BITS-1:0]     m_feat,
     output wire [7:0]               m_code,        // signed, sign-extended from b bits
+    output wire [3:0]               m_bits,        // bitwidth b of the package (1..8)
+    output wire                     m_node_last,   // this is the node's last non-zero
 
     /* status */
     output wire                     err,
@@ -109,11 +111,14 @@ module ap_decoder #(
         end
     end
 
+    wire [MAX_FEATURES-1:0] cleared = mask_reg & ~({{(MAX_FEATURES-1){1'b0}}, 1'b1} << feat);
     wire emitting = (state_reg == S_EMIT) && (mask_reg != {MAX_FEATURES{1'b0}});
     assign m_valid = emitting;
     assign m_node  = node_reg[NODE_BITS-1:0];
     assign m_feat  = feat;
     assign m_code  = vneg ? (raw | ~vmask) : raw;
+    assign m_bits  = bits_reg;
+    assign m_node_last = (cleared == {MAX_FEATURES{1'b0}});
 
     // header of the word at the input, the first node's row with the lowest first_value set bits cleared
     wire [1:0] in_mode = s_word[1:0];
@@ -138,7 +143,6 @@ module ap_decoder #(
     end
 
     wire [NODE_BITS:0] node_inc = node_reg + 1'b1;
-    wire [MAX_FEATURES-1:0] cleared = mask_reg & ~({{(MAX_FEATURES-1){1'b0}}, 1'b1} << feat);
 
     always @* begin
         state_next = state_reg;

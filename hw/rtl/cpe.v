@@ -19,7 +19,9 @@ module cpe #(
     // Signed accumulator width. Must be 8..32 and hold MAX_ROW_VALUES * 127 * 2^(W_BITS-1).
     parameter ACC_BITS       = 32,
     // Largest number of values (input features) of one row, for the overflow check only. Must be >= 1.
-    parameter MAX_ROW_VALUES = 4096
+    parameter MAX_ROW_VALUES = 4096,
+    // Width of the row tag carried from the last value to the output (e.g. the node ID). Must be >= 1.
+    parameter TAG_BITS       = 1
 ) (
     input  wire                       clk,
     input  wire                       rst,
@@ -31,11 +33,13 @@ module cpe #(
     input  wire [3:0]                 s_bits,   // node bitwidth b, 1..8
     input  wire [LANES*W_BITS-1:0]    s_w,      // lane o = bits [o*W_BITS +: W_BITS], signed
     input  wire                       s_last,   // last value of the node row
+    input  wire [TAG_BITS-1:0]        s_tag,    // row tag, taken from the row's last value
 
     /* finished rows */
     output wire                       m_valid,
     input  wire                       m_ready,
-    output wire [LANES*ACC_BITS-1:0]  m_acc     // lane o = bits [o*ACC_BITS +: ACC_BITS], signed
+    output wire [LANES*ACC_BITS-1:0]  m_acc,    // lane o = bits [o*ACC_BITS +: ACC_BITS], signed
+    output wire [TAG_BITS-1:0]        m_tag
 );
 
     initial begin
@@ -60,6 +64,8 @@ module cpe #(
     reg                       clear_reg, clear_next;  // the next processed bit starts a new row
     reg                       out_valid_reg, out_valid_next;
     reg [LANES*ACC_BITS-1:0]  out_reg, out_next;
+    reg [TAG_BITS-1:0]        tag_reg, tag_next;
+    reg [TAG_BITS-1:0]        out_tag_reg, out_tag_next;
 
     wire final_bit = busy_reg && ({1'b0, t_reg} == bits_reg - 4'd1);
     wire stall = final_bit && last_reg && out_valid_reg && !m_ready;
@@ -67,6 +73,7 @@ module cpe #(
     assign s_ready = !busy_reg || (final_bit && !stall);
     assign m_valid = out_valid_reg;
     assign m_acc = out_reg;
+    assign m_tag = out_tag_reg;
 
     wire [LANES*ACC_BITS-1:0] lane_acc_next;
 
@@ -95,6 +102,8 @@ module cpe #(
         clear_next = clear_reg;
         out_valid_next = out_valid_reg && !m_ready;
         out_next = out_reg;
+        tag_next = tag_reg;
+        out_tag_next = out_tag_reg;
 
         if (step) begin
             t_next = t_reg + 3'd1;
@@ -104,6 +113,7 @@ module cpe #(
                 if (last_reg) begin
                     out_valid_next = 1'b1;
                     out_next = lane_acc_next;
+                    out_tag_next = tag_reg;
                     clear_next = 1'b1;
                 end
             end
@@ -114,6 +124,7 @@ module cpe #(
             bits_next = s_bits;
             w_next = s_w;
             last_next = s_last;
+            tag_next = s_tag;
             t_next = 3'd0;
         end
     end
@@ -128,6 +139,8 @@ module cpe #(
         clear_reg <= clear_next;
         out_valid_reg <= out_valid_next;
         out_reg <= out_next;
+        tag_reg <= tag_next;
+        out_tag_reg <= out_tag_next;
         if (rst) begin
             busy_reg <= 1'b0;
             clear_reg <= 1'b1;

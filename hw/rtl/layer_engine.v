@@ -1,0 +1,181 @@
+// Layer engine for one tile: Adaptive-Package decoder -> combination PE -> requantization -> XW buffer ->
+// aggregation unit. Computes the first three steps of quant.integer_gnn.gcn_layer_int for a tile of
+// MAX_NODES nodes, MAX_FEATURES input features and LANES output channels:
+//   xw   = requantize(sat32(x @ w^T), M[node, o], shift[node, o], xw_bits[node])   (combination phase)
+//   psum = aggregate_int(indptr, indices, xw, coef, PSUM_BITS)                      (aggregation phase)
+// Phases do not overlap: the host sends the CSR edge stream after xw_rows reached the number of nodes with a
+// non-zero input (the others keep XW = 0, which is requantize(0)). Constants are written through *_we ports.
+`resetall
+`timescale 1ns / 1ps
+`default_nettype none
+
+module layer_engine #(
+    // Output channels = C-PE lanes = requant units = aggregation lanes. Must be >= 1.
+    parameter LANES        = 4,
+    // Nodes of the tile (bitmap rows, XW buffer rows). Must be 2..2^NODE_BITS.
+    parameter MAX_NODES    = 16,
+    // Width of node IDs. Must be 1..16.
+    parameter NODE_BITS    = 4,
+    // Input features of the tile. Must be 2..2^FEAT_BITS.
+    parameter MAX_FEATURES = 8,
+    // Width of feature indices. Must be 1..10.
+    parameter FEAT_BITS    = 3,
+    // Aggregation partial-sum width (MEGA: 16). Must be 2..32.
+    parameter PSUM_BITS    = 16,
+    // Edge coefficient width. Must be 1..24.
+    parameter COEF_BITS    = 16
+) (
+    input  wire                        clk,
+    input  wire                        rst,
+
+    /* constants: bitmap rows, weight columns W[:, k], per-node requant constants */
+    input  wire                        bm_we,
+    input  wire [NODE_BITS-1:0]        bm_addr,
+    input  wire [MAX_FEATURES-1:0]     bm_row,
+    input  wire [NODE_BITS:0]          num_nodes,
+    input  wire                        w_we,
+    input  wire [FEAT_BITS-1:0]        w_addr,
+    input  wire [LANES*4-1:0]          w_col,       // lane o = W[o, k], 4-bit signed
+    input  wire                        q_we,
+    input  wire [NODE_BITS-1:0]        q_addr,
+    input  wire [LANES*31-1:0]         q_mult,      // lane o = M[node, o]
+    input  wire [LANES*6-1:0]          q_shift,     // lane o = shift[node, o]
+    input  wire [3:0]                  q_bits,      // xw_bits[node]
+
+    /* combination phase input: Adaptive-Package stream */
+    input  wire                        s_pkg_valid,
+    output wire                        s_pkg_ready,
+    input  wire [NODE_BITS-1:0]        s_pkg_first_node,
+    input  wire [FEAT_BITS-1:0]        s_pkg_first_value,
+    input  wire [7:0]                  s_pkg_num_values,
+    input  wire                        s_word_valid,
+    output wire                        s_word_ready,
+    input  wire [63:0]                 s_word,
+    output reg  [NODE_BITS:0]          xw_rows,     // XW rows written so far
+
+    /* aggregation phase input: destination-major CSR edge stream */
+    input  wire                        s_edge_valid,
+    output wire                        s_edge_ready,
+    input  wire [COEF_BITS-1:0]        s_edge_coef,
+    input  wire [NODE_BITS-1:0]        s_edge_src,
+    input  wire                        s_edge_last,
+
+    /* aggregated rows */
+    output wire                        m_valid,
+    input  wire                        m_ready,
+    output wire [LANES*PSUM_BITS-1:0]  m_psum,
+
+    output wire                        err,
+    output wire [1:0]                  err_code
+);
+
+    // parameter ranges are checked by the sub-units (ap_decoder, cpe, requant, aggregation_unit)
+    initial begin
+        if (LANES < 1) begin
+            $error("Error: LANES=%0d must be >= 1 (instance %m)", LANES);
+            $finish;
+        end
+    end
+
+    reg [LANES*4-1:0]   wmem [0:MAX_FEATURES-1];
+    reg [LANES*31-1:0]  qmult [0:MAX_NODES-1];
+    reg [LANES*6-1:0]   qshift [0:MAX_NODES-1];
+    reg [3:0]           qbits [0:MAX_NODES-1];
+    reg [LANES*8-1:0]   xw [0:MAX_NODES-1];
+
+    // decoder -> C-PE
+    wire                  d_valid, d_ready, d_node_last;
+    wire [NODE_BITS-1:0]  d_node;
+    wire [FEAT_BITS-1:0]  d_feat;
+    wire [7:0]            d_code;
+    wire [3:0]            d_bits;
+    ap_decoder #(.MAX_NODES(MAX_NODES), .NODE_BITS(NODE_BITS), .MAX_FEATURES(MAX_FEATURES), .FEAT_BITS(FEAT_BITS))
+    u_dec (
+        .clk(clk), .rst(rst), .bm_we(bm_we), .bm_addr(bm_addr), .bm_row(bm_row), .num_nodes(num_nodes),
+        .s_pkg_valid(s_pkg_valid), .s_pkg_ready(s_pkg_ready), .s_pkg_first_node(s_pkg_first_node),
+        .s_pkg_first_value(s_pkg_first_value), .s_pkg_num_values(s_pkg_num_values),
+        .s_word_valid(s_word_valid), .s_word_ready(s_word_ready), .s_word(s_word),
+        .m_valid(d_valid), .m_ready(d_ready), .m_node(d_node), .m_feat(d_feat), .m_code(d_code),
+        .m_bits(d_bits), .m_node_last(d_node_last), .err(err), .err_code(err_code)
+    );
+
+    // C-PE -> requant (LANES units in lockstep)
+    wire                      c_valid, c_ready;
+    wire [LANES*32-1:0]       c_acc;
+    wire [NODE_BITS-1:0]      c_node;
+    cpe #(.LANES(LANES), .W_BITS(4), .ACC_BITS(32), .MAX_ROW_VALUES(MAX_FEATURES), .TAG_BITS(NODE_BITS)) u_cpe (
+        .clk(clk), .rst(rst),
+        .s_valid(d_valid), .s_ready(d_ready), .s_code(d_code), .s_bits(d_bits), .s_w(wmem[d_feat]),
+        .s_last(d_node_last), .s_tag(d_node),
+        .m_valid(c_valid), .m_ready(c_ready), .m_acc(c_acc), .m_tag(c_node)
+    );
+
+    /* verilator lint_off UNUSEDSIGNAL */
+    wire [LANES-1:0] r_ready, r_valid;    // lanes run in lockstep: lane 0 stands for all
+    /* verilator lint_on UNUSEDSIGNAL */
+    wire [LANES*8-1:0] r_code;
+    genvar o;
+    generate
+        for (o = 0; o < LANES; o = o + 1) begin : rq
+            requant #(.ACC_BITS(32), .MULT_BITS(31), .OUT_BITS(8)) u_rq (
+                .clk(clk), .rst(rst),
+                .s_valid(c_valid), .s_ready(r_ready[o]), .s_acc(c_acc[o*32 +: 32]),
+                .s_mult(qmult[c_node][o*31 +: 31]), .s_shift(qshift[c_node][o*6 +: 6]), .s_bits(qbits[c_node]),
+                .m_valid(r_valid[o]), .m_ready(1'b1), .m_code(r_code[o*8 +: 8])
+            );
+        end
+    endgenerate
+    assign c_ready = r_ready[0];  // identical in every lane (same inputs, XW writes never stall)
+
+    // node tags of the (at most 2) rows inside the requant pipeline
+    reg [NODE_BITS-1:0] tag0_reg, tag1_reg;
+    reg [1:0]           tags_reg;
+    wire push = c_valid && c_ready;
+    wire pop  = r_valid[0];
+
+    always @(posedge clk) begin
+        if (w_we) begin
+            wmem[w_addr] <= w_col;
+        end
+        if (q_we) begin
+            qmult[q_addr] <= q_mult;
+            qshift[q_addr] <= q_shift;
+            qbits[q_addr] <= q_bits;
+        end
+        if (pop) begin
+            xw[tag0_reg] <= r_code;
+            xw_rows <= xw_rows + 1'b1;
+        end
+        case ({push, pop})
+            2'b10: begin
+                if (tags_reg == 2'd0) tag0_reg <= c_node; else tag1_reg <= c_node;
+                tags_reg <= tags_reg + 2'd1;
+            end
+            2'b01: begin
+                tag0_reg <= tag1_reg;
+                tags_reg <= tags_reg - 2'd1;
+            end
+            2'b11: begin
+                if (tags_reg == 2'd1) tag0_reg <= c_node; else begin tag0_reg <= tag1_reg; tag1_reg <= c_node; end
+            end
+            default: begin end
+        endcase
+        if (rst) begin
+            tags_reg <= 2'd0;
+            xw_rows <= {(NODE_BITS+1){1'b0}};
+            for (integer i = 0; i < MAX_NODES; i = i + 1) begin
+                xw[i] <= {(LANES*8){1'b0}};
+            end
+        end
+    end
+
+    aggregation_unit #(.LANES(LANES), .CODE_BITS(8), .COEF_BITS(COEF_BITS), .PSUM_BITS(PSUM_BITS)) u_agg (
+        .clk(clk), .rst(rst),
+        .s_valid(s_edge_valid), .s_ready(s_edge_ready), .s_coef(s_edge_coef), .s_x(xw[s_edge_src]),
+        .s_last(s_edge_last),
+        .m_valid(m_valid), .m_ready(m_ready), .m_psum(m_psum)
+    );
+
+endmodule
+
+`resetall
