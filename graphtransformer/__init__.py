@@ -1,2 +1,18 @@
 """Graph transformers over whole graphs as one node sequence: dense, sparse and cluster-blocked attention,
-dual-interleaved schedules, and sequence parallelism (Ulysses, ring, 2D) (`-m graphtransformer.train`)."""
+dual-interleaved schedules, and sequence parallelism (Ulysses, ring, 2D) (`-m graphtransformer.train`).
+
+Layout (one idea per file):
+
+* ``attention.py``  kernels returning ``(out, lse)``: dense (explicit masked softmax), fused CPU flash (all-pairs),
+  edge-list sparse; the LSE merge.
+* ``cluster.py``    METIS reordering + dense tiles for dense cluster pairs + edge-list remainder (exact topology).
+* ``positional.py`` degree index, Laplacian eigenvector PE, random-walk PE.
+* ``model.py``      single-device reference model; per-layer schedule and per-step dense switching.
+* ``comm.py``       Ulysses all-to-all pair, ring attention (LSE merge, recompute backward), halo exchange; bytes.
+* ``parallel.py``   ``parallelize_graph_transformer(model, mesh, cfg)`` over a ("cp", "hp") DeviceMesh.
+* ``equivalence.py`` spawn-based check that a layout equals the single-process model (outputs and gradients).
+* ``training.py`` / ``train.py``  full-graph node classification, single process or ``torchrun``.
+
+Not yet: FSDP2 parameter sharding, selective activation checkpointing, quantization via ``quant/``, GPU kernels
+(FlexAttention block-sparse), a distributed global token.
+"""
