@@ -399,7 +399,8 @@ def describe(q: QGraph) -> str:
             f"  average bits (learned features, no sign bit): {_fmt(m['avg_bits'])}; with sign bit "
             f"{_fmt(m['avg_bits_with_sign'])}\n"
             f"  bytes, learned features only: {s['learned_feature_bytes']} vs FP32 {s['learned_fp32_feature_bytes']} "
-            f"({s['learned_fp32_feature_bytes'] / max(s['learned_feature_bytes'], 1):.1f}x)\n"
+            f"({s['learned_fp32_feature_bytes'] / max(s['learned_feature_bytes'], 1):.1f}x measured; paper-style "
+            f"32/avg_bits = {32 / m['avg_bits'] if m['avg_bits'] else float('nan'):.1f}x)\n"
             f"  bytes, all-in (all feature tensors + weights + metadata + CSR): {s['all_in_bytes']} vs FP32 "
             f"{s['fp32_all_in_bytes']} ({s['all_in_ratio']:.1f}x)")
 
