@@ -30,7 +30,8 @@ from hw.layout import FeatureLayout, feature_layout
 from hw.pipeline import Stage, StageStats, run_pipeline
 from hw.timing import requant_cycles
 
-STAGES = ("load_x", "decoder", "combination", "writeback_c", "condense", "load_a", "aggregation", "writeback_a")
+STAGES = ("load_x", "decoder", "combination", "writeback_c", "condense", "reread", "load_a", "aggregation",
+          "writeback_a")
 
 
 def tile_nodes(cfg: AcceleratorConfig, width: int) -> int:
@@ -204,7 +205,7 @@ class Simulator:
         for gi, group in enumerate(groups[1:] if plan else [], start=1):  # extra Condense-Edge passes over XW
             def reread(t: int, s: float) -> float:
                 return self._stream(s, f"L{li}.xw_reread", {k: v for k, v in xw_reg.items()}, t, write=False)[0]
-            extra = [Stage(name="load_x", stats=st["load_x"], service=reread),
+            extra = [Stage(name="reread", stats=st["reread"], service=reread),
                      Stage(name="condense", stats=StageStats(), service=lambda t, s, g=group: condense_pass(t, s, g))]
             group_done[gi] = max(run_pipeline(extra, nt, end_c)[-1])
         # ---- phase A: aggregation over destination tiles --------------------------------------------------

@@ -18,6 +18,7 @@ runs the integer path against them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -158,11 +159,23 @@ def workload_from_graph(name: str, hidden: int = 128, num_classes: int = 16, see
 
 
 def workload_from_export(path: str) -> Workload:
-    """Workload of a quantized export (quant/export.py ``load()``). Hook: the exporter is not in the repo yet."""
+    """Workload of a quantized ``.qgraph`` export (``quant.export.load``; learned bits). Reference outputs are the
+    exported ``layer<l>.out`` arrays; XW codes the exported ``layer<l>.xw_codes``. (Untested here: no export was
+    available when this was written.)"""
     try:
-        from quant import export  # noqa: F401
+        from quant.export import load
     except ImportError as err:
         raise NotImplementedError(
-            f"workload_from_export({path!r}): quant/export.py (with load()) does not exist yet; simulate a "
-            "dataset instead (e.g. `python -m hw.simulate cora`) or add the exporter") from err
-    raise NotImplementedError("workload_from_export: quant.export exists but its load() format is not wired yet")
+            f"workload_from_export({path!r}): quant/export.py (with load()) is not available; simulate a dataset "
+            "instead (e.g. `python -m hw.simulate cora`)") from err
+    q = load(path)
+    model = q.to_quantized_gcn()
+    ei = np.asarray(q["graph.edge_index"], dtype=np.int64)
+    indptr, indices, _ = gcn_graph(ei, model.x_codes.shape[0])
+    layers = tuple(LayerTensors(x_codes=np.asarray(q[f"layer{li}.x_codes"], dtype=np.int8),
+                                x_bits=np.asarray(lay.x_bits),
+                                xw_codes=np.asarray(q[f"layer{li}.xw_codes"], dtype=np.int8),
+                                xw_bits=np.asarray(lay.xw_bits), out_codes=np.asarray(q[f"layer{li}.out"], np.int64),
+                                out_bits=lay.out_bits, w_bits=lay.w_bits) for li, lay in enumerate(model.layers))
+    return Workload(name=str(q.manifest.get("name", Path(path).stem)), bits_source="export (learned bits)",
+                    indptr=indptr, indices=indices, model=model, edge_index=ei, layers=layers)
