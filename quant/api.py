@@ -97,6 +97,9 @@ def quantize_(model: nn.Module, cfg: QuantConfig, data=None) -> nn.Module:
         raise ValueError("quantize_: the model has no gnn.conv.QuantPoint modules; build it from gnn.models or "
                          "gnn.conv layers")
     for spec in specs:
+        first_input = spec.layer == 0 and spec.role == "input"
+        if cfg.is_dq and first_input and not cfg.quantize_first_input:
+            continue  # as A2Q: FP32 bag-of-words input (DQ's 1% percentile of a 1%-dense input is 0)
         if cfg.is_dq:
             pct, _, _ = cfg.dq_settings()
             q = DQQuantizer(role=spec.role, kind=spec.kind, num_bits=cfg.dq_bits, percentile=pct, ctx=ctx)

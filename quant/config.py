@@ -48,7 +48,9 @@ class QuantConfig:
         local_gradient: feature (and XW) quantizer parameters follow sign(x_q - x) (A2Q's Local Gradient) instead
             of the task gradient. ``"auto"``: on for node tasks (``data`` given), off for graph tasks (as in the
             A2Q code).
-        quantize_first_input: quantize the input features of the first layer (A2Q skips them: binary features).
+        quantize_first_input: quantize the input features of the first layer (A2Q skips them: binary features;
+            applies to Degree-Quant too, whose 1% / 0.1% percentile range of a ~1%-dense bag-of-words input
+            collapses to [0, 0] after dropout).
         nns_pool_size: m, the number of (step, bits) pairs of the Nearest Neighbor Strategy (graph tasks).
         nns_range: ``"code"`` (default, A2Q code: q_k = 2^(b_k-1) s_k) or ``"paper"`` (Alg. 1: s_k (2^(b_k-1)-1)).
         nns_mode: ``"uniform"`` (every node searches the whole pool, A2Q default) or ``"degree"`` (in-degree >= 5
