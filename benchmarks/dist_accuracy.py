@@ -1,6 +1,7 @@
 """Accuracy parity of compressed halo exchange: val-selected test accuracy over seeds, per exchange variant.
 
-    python benchmarks/dist_accuracy.py [--dataset cora] [--parts 4] [--seeds 3] [--epochs 100] [--variants fp32,int1,int1-2c]
+    python benchmarks/dist_accuracy.py [--dataset cora] [--parts 4] [--seeds 3] [--epochs 100] \\
+        [--variants fp32,int1,int1-2c]
 
 Spawns `--parts` gloo CPU ranks once and trains a 2-layer GCN (hidden 16, dropout 0.5) per (variant, seed):
 fp32 exchange, Sylvie's int1 (stochastic row min/max), int1 + pipeline (sync every 10), the contractive int1-2c,
@@ -54,7 +55,7 @@ def main() -> None:
     results = spawn(train_many, args.parts, [c for _, _, c in runs])[0]
     wall_s = time.perf_counter() - start
     table = {}
-    for (name, seed, _), r in zip(runs, results, strict=True):
+    for (name, _seed, _), r in zip(runs, results, strict=True):
         table.setdefault(name, {"test_acc": [], "best_val_acc": [], "bytes_per_epoch": []})
         table[name]["test_acc"].append(r["test_acc_at_best_val"])
         table[name]["best_val_acc"].append(r["best_val_acc"])

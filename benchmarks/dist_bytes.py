@@ -1,6 +1,7 @@
 """Halo-exchange bytes per epoch by codec, measured by the transport byte counter (not computed).
 
-    python benchmarks/dist_bytes.py [--dataset coauthor-cs] [--parts 4] [--hidden 256] [--epochs 2] [--codecs fp32,int1,...]
+    python benchmarks/dist_bytes.py [--dataset coauthor-cs] [--parts 4] [--hidden 256] [--epochs 2] \\
+        [--codecs fp32,int1,...]
 
 Spawns `--parts` gloo CPU ranks (oversubscribed when parts > cores: times are NOT meaningful here, bytes are),
 trains a 2-layer GCN for a few epochs per codec, and reports the bytes every rank handed to all_to_all_single

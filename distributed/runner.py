@@ -172,7 +172,8 @@ def evaluate(model, x_own: Tensor, ei: Tensor, y_own: Tensor, idx: dict, totals:
     pred = model(x_own, ei).argmax(dim=-1)
     correct = torch.tensor([float((pred[idx[k]] == y_own[idx[k]]).sum()) for k in ("val", "test")])
     dist.all_reduce(correct)
-    return {"val_acc": correct[0].item() / max(totals["val"], 1), "test_acc": correct[1].item() / max(totals["test"], 1)}
+    return {"val_acc": correct[0].item() / max(totals["val"], 1),
+            "test_acc": correct[1].item() / max(totals["test"], 1)}
 
 
 def train_many(cfgs: list[DistTrainConfig]) -> list[dict]:

@@ -4,8 +4,13 @@ import pytest
 import torch
 
 from distributed.parallelize import global_gcn_edges
-from distributed.partition import (build_partition, cached_partition_nodes, halo_rows_total,
-                                   partition_cache_path, partition_nodes)
+from distributed.partition import (
+    build_partition,
+    cached_partition_nodes,
+    halo_rows_total,
+    partition_cache_path,
+    partition_nodes,
+)
 from gnn.ops import gcn_norm
 
 
