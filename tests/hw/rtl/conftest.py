@@ -97,7 +97,7 @@ def run_cocotb(verilator_exe, rtl_build_root, tmp_path):
         runner = get_runner("verilator")
         runner.build(sources=[str(s) for s in sources], hdl_toplevel=toplevel, parameters=parameters,
                      build_dir=build_dir, build_args=BUILD_ARGS,
-                     timescale=("1ns", "1ps"), always=not (build_dir / "Vtop").exists())
+                     timescale=("1ns", "1ps"), always=not (build_dir / toplevel).exists())
         env = {"COCOTB_RANDOM_SEED": os.environ.get("COCOTB_RANDOM_SEED", "1234")}
         env.update(extra_env or {})
         runner.test(hdl_toplevel=toplevel, test_module=test_module, build_dir=build_dir, test_dir=tmp_path,
