@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
@@ -62,7 +62,7 @@ def _reorder(data, split, parts: int):
     inverse[order] = torch.arange(order.numel())
     data = data.clone()
     data.x, data.y, data.edge_index = data.x[order], data.y[order], inverse[data.edge_index]
-    return data, type(split)(*(inverse[idx] for idx in split))
+    return data, replace(split, train=inverse[split.train], val=inverse[split.val], test=inverse[split.test])
 
 
 def _distributed_rows(graph, args) -> tuple:
