@@ -101,8 +101,12 @@ def wants_sparse_input(model: nn.Module, graph: GraphData) -> bool:
     and the first layer transforms before aggregating, so it never densifies them. Same math, less time."""
     from gnn.models import SPARSE_INPUT_ARCHS
 
+    from gnn.conv.quant_point import QuantPoint
+
     arch = getattr(getattr(model, "cfg", None), "arch", None)
-    if graph.task != "node" or arch not in SPARSE_INPUT_ARCHS or getattr(model, "_quant_config", None):
+    if graph.task != "node" or arch not in SPARSE_INPUT_ARCHS:
+        return False
+    if not isinstance(model.convs[0].q_input, QuantPoint):  # a quantizer on the input needs dense rows
         return False
     x = graph.data.x
     return x.numel() > 1_000_000 and float((x != 0).float().mean()) < 0.05
