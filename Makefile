@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-all bench lint results clean-cache
+.PHONY: demo test test-all bench lint results clean-cache rtl-test rtl-test-all synth
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,15 @@ bench: $(STAMP)
 
 results: $(STAMP)
 	$(PY) benchmarks/make_results.py
+
+rtl-test: $(STAMP)
+	$(PY) -m pytest -q tests/hw/rtl -m "not slow" --durations=10
+
+rtl-test-all: $(STAMP)
+	$(PY) -m pytest -q tests/hw/rtl --durations=15
+
+synth: $(STAMP)
+	$(PY) -m hw.rtl.synth
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
