@@ -58,6 +58,8 @@ STEPS: list[Step] = [
     Step("train", step_train, "train the FP32 model over seeds, validation-selected"),
     Step("quantize", _lazy("quant.pipeline_steps", "step_quantize"), "train the A2Q-quantized model (same seeds)"),
     Step("export", _lazy("quant.pipeline_steps", "step_export"), "export the quantized model for the accelerator"),
+    Step("simulate", _lazy("hw.pipeline_steps", "step_simulate"),
+         "simulate the export on the MEGA-style accelerator and the HyGCN-like baseline"),
 ]
 
 

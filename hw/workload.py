@@ -160,8 +160,8 @@ def workload_from_graph(name: str, hidden: int = 128, num_classes: int = 16, see
 
 def workload_from_export(path: str) -> Workload:
     """Workload of a quantized ``.qgraph`` export (``quant.export.load``; learned bits). Reference outputs are the
-    exported ``layer<l>.out`` arrays; XW codes the exported ``layer<l>.xw_codes``. (Untested here: no export was
-    available when this was written.)"""
+    exported ``layer<l>.out`` arrays; XW codes the exported ``layer<l>.xw_codes``. Per-channel XW bitwidths are widened to
+    per-node rows (see ``node_xw_bits``)."""
     try:
         from quant.export import load
     except ImportError as err:
@@ -170,12 +170,20 @@ def workload_from_export(path: str) -> Workload:
             "instead (e.g. `python -m hw.simulate cora`)") from err
     q = load(path)
     model = q.to_quantized_gcn()
+    n = model.x_codes.shape[0]
+
+    def node_xw_bits(lay: QuantizedGCNLayer) -> np.ndarray:
+        # Trained A2Q exports step XW per output channel; the accelerator stores XW rows per node, so a row is
+        # packed at the widest channel bitwidth (all channels share A2Q's fixed XW bitwidth, so this is exact).
+        bits = np.asarray(lay.xw_bits)
+        return bits if getattr(lay, "xw_scheme", "node") == "node" else np.full(n, int(bits.max()))
+
     ei = np.asarray(q["graph.edge_index"], dtype=np.int64)
     indptr, indices, _ = gcn_graph(ei, model.x_codes.shape[0])
     layers = tuple(LayerTensors(x_codes=np.asarray(q[f"layer{li}.x_codes"], dtype=np.int8),
                                 x_bits=np.asarray(lay.x_bits),
                                 xw_codes=np.asarray(q[f"layer{li}.xw_codes"], dtype=np.int8),
-                                xw_bits=np.asarray(lay.xw_bits), out_codes=np.asarray(q[f"layer{li}.out"], np.int64),
+                                xw_bits=node_xw_bits(lay), out_codes=np.asarray(q[f"layer{li}.out"], np.int64),
                                 out_bits=lay.out_bits, w_bits=lay.w_bits) for li, lay in enumerate(model.layers))
     return Workload(name=str(q.manifest.get("name", Path(path).stem)), bits_source="export (learned bits)",
                     indptr=indptr, indices=indices, model=model, edge_index=ei, layers=layers)
