@@ -1,7 +1,7 @@
 """Energy constants (one table, each cited) and the energy of a simulated run.
 
 Logic and SRAM energies are Horowitz, "Computing's energy problem", ISSCC 2014 (45 nm, 0.9 V; via secondary
-copies, see /work/shared/research/hardware.md §summary 12), scaled to 28 nm by ``TECH_SCALE_45_TO_28 = 0.45``:
+copies, see the research notes, hardware.md §summary 12), scaled to 28 nm by ``TECH_SCALE_45_TO_28 = 0.45``:
 the Stillmaker–Baas scaling equations give roughly 0.4-0.5x energy from 45 to 28 nm; 0.45 is our interpolation,
 not a published number. DRAM energy is not scaled (off-chip, an interface + array cost): 7 pJ/bit HBM, the value
 HyGCN used and MEGA adopted (methodology per Dongyunkam/DRAM_info, SECONDARY). SRAM per-access energy is
