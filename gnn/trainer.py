@@ -99,9 +99,8 @@ def seed_everything(seed: int) -> None:
 def wants_sparse_input(model: nn.Module, graph: GraphData) -> bool:
     """Feed input features as a sparse tensor when they are large and sparse (density < 5%, > 1M entries)
     and the first layer transforms before aggregating, so it never densifies them. Same math, less time."""
-    from gnn.models import SPARSE_INPUT_ARCHS
-
     from gnn.conv.quant_point import QuantPoint
+    from gnn.models import SPARSE_INPUT_ARCHS
 
     arch = getattr(getattr(model, "cfg", None), "arch", None)
     if graph.task != "node" or arch not in SPARSE_INPUT_ARCHS:

@@ -160,8 +160,8 @@ def workload_from_graph(name: str, hidden: int = 128, num_classes: int = 16, see
 
 def workload_from_export(path: str) -> Workload:
     """Workload of a quantized ``.qgraph`` export (``quant.export.load``; learned bits). Reference outputs are the
-    exported ``layer<l>.out`` arrays; XW codes the exported ``layer<l>.xw_codes``. Per-channel XW bitwidths are widened to
-    per-node rows (see ``node_xw_bits``)."""
+    exported ``layer<l>.out`` arrays; XW codes the exported ``layer<l>.xw_codes``. Per-channel XW bitwidths are
+    widened to per-node rows (see ``node_xw_bits``)."""
     try:
         from quant.export import load
     except ImportError as err:
