@@ -52,8 +52,6 @@ def main() -> None:
     p.add_argument("--seeds", type=int, default=10)
     args = p.parse_args()
     pairs = [tuple(x.split(":")) for x in args.only.split(",")] if args.only else PAIRS
-    results = load_results("fp32_accuracy")
-    results["machine"] = machine()
     rows = []
     for dataset, model in pairs:
         graph = load_dataset(dataset)
@@ -63,6 +61,8 @@ def main() -> None:
         out["wall_seconds"] = time.perf_counter() - t
         out["published"] = PUBLISHED.get(f"{dataset}:{model}")
         out["protocol"] = "10 folds" if graph.task == "graph" else f"{args.seeds} seeds"
+        results = load_results("fp32_accuracy")  # re-read: other runs of this script may have added pairs
+        results["machine"] = machine()
         results.setdefault("pairs", {})[f"{dataset}:{model}"] = out
         save_results("fp32_accuracy", results)
         rows.append(out)

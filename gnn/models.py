@@ -28,7 +28,8 @@ class ModelConfig:
         in_dim: input feature width; out_dim: number of classes.
         hidden_dim: hidden width (for GAT: width per head).
         num_layers: number of message-passing layers (>= 1).
-        dropout: dropout on the input of every layer.
+        dropout: node tasks: dropout on the input of every layer; graph tasks: dropout in the readout head
+            only (as in the GIN paper; dropping one-hot atom types of small molecules destroys them).
         norm: normalisation after each hidden layer.
         residual: add the layer input to its output where widths match.
         heads: GAT heads of the hidden layers; out_heads: heads of the last layer (averaged).
@@ -141,7 +142,8 @@ class GNN(nn.Module):
         readouts = []
         for i, (conv, norm) in enumerate(zip(self.convs, self.norms, strict=True)):
             is_last = i == cfg.num_layers - 1
-            h = conv(dropout(x, cfg.dropout, self.training), edge_index)
+            p = cfg.dropout if cfg.pool == "none" else 0.0
+            h = conv(dropout(x, p, self.training), edge_index)
             if not (is_last and cfg.pool == "none"):
                 h = self._activation(norm(h))
                 if cfg.residual and h.shape == x.shape:
