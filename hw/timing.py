@@ -20,6 +20,12 @@ Units and their formulas:
   between two values of the package costs one extra cycle. Packages do not overlap.
 * ``eid_matcher`` (Condense-Edge eID FIFO matcher): one source ID per cycle, registered output: ``n`` IDs take
   ``n - 1 + 1`` cycles.
+* ``output_stage`` (optional q_aggregate requant, bias, ReLU, next-layer requant): a rigid 5-stage pipeline, one
+  row per cycle: ``n`` rows take ``n - 1 + 5`` cycles.
+* ``layer_engine`` (one tile: decoder -> C-PE -> requant -> XW buffer, then aggregation -> output stage): the
+  combination phase is a max-plus recurrence over the decoder's value beats (:func:`combination_cycles`), the
+  edge stream starts the cycle after the last XW row is written, then one edge beat per cycle
+  (:func:`layer_engine_cycles`).
 """
 
 from __future__ import annotations
@@ -33,6 +39,9 @@ AGGREGATION_LATENCY_CYCLES = 1
 CPE_LOAD_CYCLES = 1
 CPE_LATENCY_CYCLES = 1
 EID_MATCH_LATENCY_CYCLES = 1
+OUTPUT_STAGE_LATENCY_CYCLES = 5
+# C-PE row output -> requant input (1) + requant latency (2): XW write after the last value's last bit
+XW_WRITE_AFTER_LAST_BIT_CYCLES = CPE_LATENCY_CYCLES + REQUANT_LATENCY_CYCLES
 
 
 def requant_cycles(num_elements: int) -> int:
@@ -124,3 +133,75 @@ def eid_match_cycles(num_ids: int) -> int:
     if num_ids < 1:
         raise ValueError("eid_match_cycles: need >= 1 id")
     return num_ids - 1 + EID_MATCH_LATENCY_CYCLES
+
+
+def output_stage_cycles(num_rows: int) -> int:
+    """Cycles from the first accepted row to the last output row (``output_stage``, no stalls)."""
+    if num_rows < 1:
+        raise ValueError("output_stage_cycles: need >= 1 row")
+    return num_rows - 1 + OUTPUT_STAGE_LATENCY_CYCLES
+
+
+def _package_beats(stream):
+    """Per package: (words L, bitwidth b, per-value (skipped rows before it, is the node's last value))."""
+    nnz = np.unpackbits(stream.bitmap, axis=1, count=stream.num_features, bitorder="little").sum(axis=1)
+    w = 0
+    for k in range(stream.num_packages):
+        header = int(stream.words[w])
+        words, bits = (header & 0b11) + 1, ((header >> 2) & 0b111) + 1
+        node, left = int(stream.first_node[k]), int(nnz[stream.first_node[k]]) - int(stream.first_value[k])
+        values, skip = [], 0
+        for j in range(int(stream.num_values[k])):
+            while left <= 0:  # walk over rows without (remaining) non-zeros: one cycle each
+                skip += 1
+                node += 1
+                left = int(nnz[node])
+            left -= 1
+            values.append((skip, left == 0))
+            skip = 0
+            if left == 0 and j < int(stream.num_values[k]) - 1:  # stepping after a node's last value is free
+                node += 1
+                left = int(nnz[node])
+        yield words, bits, values
+        w += words
+
+
+def combination_cycles(stream) -> int:
+    """Cycle (rising edge, the first package word's = 0) on which the tile's last XW row is written.
+
+    Max-plus recurrence of the ``layer_engine`` combination phase, no idle input cycles: package ``k``'s first word
+    is taken the cycle after the previous package's last value (packages do not overlap); its first value can go
+    out ``L`` cycles after its first word, the next ones one cycle after the previous handshake, plus one cycle per
+    skipped bitmap row; the C-PE takes a value ``b`` cycles after the previous one (``cpe_value_cycles``); a node's
+    row is written to the XW buffer 3 cycles after its last bit (C-PE output register, 2-stage requant:
+    ``XW_WRITE_AFTER_LAST_BIT_CYCLES``). Raises on a stream without values (no combination phase).
+    """
+    start, cpe_free, last_write = 0, None, None
+    for words, bits, values in _package_beats(stream):
+        prev = None
+        for skip, node_last in values:
+            ready = (start + words if prev is None else prev + 1) + skip
+            h = ready if cpe_free is None else max(ready, cpe_free)
+            cpe_free = h + cpe_value_cycles(bits)
+            if node_last:
+                last_write = cpe_free + XW_WRITE_AFTER_LAST_BIT_CYCLES
+            prev = h
+        start = prev + 1 if prev is not None else start + words
+    if last_write is None:
+        raise ValueError("combination_cycles: the stream carries no values")
+    return last_write
+
+
+def layer_engine_cycles(stream, degrees: Sequence[int]) -> int:
+    """Cycles of one ``layer_engine`` tile: first package word (or first edge beat) to the last output row.
+
+    ``stream``: the tile's :class:`quant.adaptive_package.AdaptivePackageStream`; ``degrees``: in-degree of each
+    destination row (in output order, zero-degree rows count one beat). No idle input cycles, no back-pressure.
+    """
+    beats = sum(aggregation_row_beats(d) for d in degrees)
+    if beats < 1:
+        raise ValueError("layer_engine_cycles: need >= 1 destination row")
+    tail = aggregation_cycles(degrees) + OUTPUT_STAGE_LATENCY_CYCLES  # first edge beat -> last output row
+    if stream is None or int(np.sum(stream.num_values)) == 0:
+        return tail
+    return combination_cycles(stream) + 1 + tail

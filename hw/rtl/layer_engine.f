@@ -4,3 +4,4 @@ requant.v
 aggregation_unit.v
 ap_decoder.v
 layer_engine.v
+output_stage.v

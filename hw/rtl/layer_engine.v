@@ -1,10 +1,14 @@
 // Layer engine for one tile: Adaptive-Package decoder -> combination PE -> requantization -> XW buffer ->
-// aggregation unit. Computes the first three steps of quant.integer_gnn.gcn_layer_int for a tile of
-// MAX_NODES nodes, MAX_FEATURES input features and LANES output channels:
-//   xw   = requantize(sat32(x @ w^T), M[node, o], shift[node, o], xw_bits[node])   (combination phase)
-//   psum = aggregate_int(indptr, indices, xw, coef, PSUM_BITS)                      (aggregation phase)
-// Phases do not overlap: the host sends the CSR edge stream after xw_rows reached the number of nodes with a
-// non-zero input (the others keep XW = 0, which is requantize(0)). Constants are written through *_we ports.
+// aggregation unit -> output stage. Computes quant.integer_gnn.gcn_layer_trace for a tile of MAX_NODES nodes,
+// MAX_FEATURES input features and LANES output channels:
+//   xw   = requantize(sat32(x @ w^T), M[node, o], shift[node, o], xw_bits[node, o])   (combination phase)
+//   psum = aggregate_int(indptr, indices, xw, coef, PSUM_BITS)                         (aggregation phase)
+//   out  = output_stage(psum): optional q_aggregate requant, bias, ReLU, next-layer requant (or the accumulator)
+// Phases do not overlap: the edge stream is held (s_edge_ready low) until xw_rows reached num_rows, the number of
+// nodes with a non-zero input (the others keep XW = 0, which is requantize(0)); the host may present the first
+// edge at any time. Output row r uses the per-node constants at address r (destination rows are nodes 0..R-1).
+// Cycle count: hw/timing.py layer_engine_cycles (first package word to last output row, no stalls).
+// Constants are written through the *_we ports before the tile starts.
 `resetall
 `timescale 1ns / 1ps
 `default_nettype none
@@ -23,7 +27,9 @@ module layer_engine #(
     // Aggregation partial-sum width (MEGA: 16). Must be 2..32.
     parameter PSUM_BITS    = 16,
     // Edge coefficient width. Must be 1..24.
-    parameter COEF_BITS    = 16
+    parameter COEF_BITS    = 16,
+    // Fractional bits of the edge coefficients (used by the optional q_aggregate requant). Must be 0..23.
+    parameter FRAC_BITS    = 8
 ) (
     input  wire                        clk,
     input  wire                        rst,
@@ -40,7 +46,18 @@ module layer_engine #(
     input  wire [NODE_BITS-1:0]        q_addr,
     input  wire [LANES*31-1:0]         q_mult,      // lane o = M[node, o]
     input  wire [LANES*6-1:0]          q_shift,     // lane o = shift[node, o]
-    input  wire [3:0]                  q_bits,      // xw_bits[node]
+    input  wire [LANES*4-1:0]          q_bits,      // lane o = xw_bits[node, o]
+    input  wire [LANES*31-1:0]         q_agg_mult,  // output stage constants of row q_addr (output_stage.v)
+    input  wire [LANES*6-1:0]          q_agg_shift,
+    input  wire [3:0]                  q_agg_bits,
+    input  wire [LANES*32-1:0]         q_bias,
+    input  wire [LANES*31-1:0]         q_out_mult,
+    input  wire [LANES*6-1:0]          q_out_shift,
+    input  wire [3:0]                  q_out_bits,
+    input  wire [NODE_BITS:0]          num_rows,    // nodes with a non-zero input (XW rows the C-PE produces)
+    input  wire                        agg_en,      // layer configuration (output_stage.v)
+    input  wire                        relu_en,
+    input  wire                        out_en,
 
     /* combination phase input: Adaptive-Package stream */
     input  wire                        s_pkg_valid,
@@ -60,9 +77,10 @@ module layer_engine #(
     input  wire [NODE_BITS-1:0]        s_edge_src,
     input  wire                        s_edge_last,
 
-    /* aggregated rows */
+    /* output rows: layer output (codes sign-extended, or the last layer's accumulator) and partial sums */
     output wire                        m_valid,
     input  wire                        m_ready,
+    output wire [LANES*32-1:0]         m_out,
     output wire [LANES*PSUM_BITS-1:0]  m_psum,
 
     output wire                        err,
@@ -80,8 +98,17 @@ module layer_engine #(
     reg [LANES*4-1:0]   wmem [0:MAX_FEATURES-1];
     reg [LANES*31-1:0]  qmult [0:MAX_NODES-1];
     reg [LANES*6-1:0]   qshift [0:MAX_NODES-1];
-    reg [3:0]           qbits [0:MAX_NODES-1];
+    reg [LANES*4-1:0]   qbits [0:MAX_NODES-1];
     reg [LANES*8-1:0]   xw [0:MAX_NODES-1];
+    reg [LANES*31-1:0]  eaggm [0:MAX_NODES-1];
+    reg [LANES*6-1:0]   eaggs [0:MAX_NODES-1];
+    reg [3:0]           eaggb [0:MAX_NODES-1];
+    reg [LANES*32-1:0]  ebias [0:MAX_NODES-1];
+    reg [LANES*31-1:0]  eoutm [0:MAX_NODES-1];
+    reg [LANES*6-1:0]   eouts [0:MAX_NODES-1];
+    reg [3:0]           eoutb [0:MAX_NODES-1];
+    reg [NODE_BITS-1:0] row_reg;    // output row entering the output stage
+    integer i;
 
     // decoder -> C-PE
     wire                  d_valid, d_ready, d_node_last;
@@ -120,7 +147,7 @@ module layer_engine #(
             requant #(.ACC_BITS(32), .MULT_BITS(31), .OUT_BITS(8)) u_rq (
                 .clk(clk), .rst(rst),
                 .s_valid(c_valid), .s_ready(r_ready[o]), .s_acc(c_acc[o*32 +: 32]),
-                .s_mult(qmult[c_node][o*31 +: 31]), .s_shift(qshift[c_node][o*6 +: 6]), .s_bits(qbits[c_node]),
+                .s_mult(qmult[c_node][o*31 +: 31]), .s_shift(qshift[c_node][o*6 +: 6]), .s_bits(qbits[c_node][o*4 +: 4]),
                 .m_valid(r_valid[o]), .m_ready(1'b1), .m_code(r_code[o*8 +: 8])
             );
         end
@@ -141,6 +168,16 @@ module layer_engine #(
             qmult[q_addr] <= q_mult;
             qshift[q_addr] <= q_shift;
             qbits[q_addr] <= q_bits;
+            eaggm[q_addr] <= q_agg_mult;
+            eaggs[q_addr] <= q_agg_shift;
+            eaggb[q_addr] <= q_agg_bits;
+            ebias[q_addr] <= q_bias;
+            eoutm[q_addr] <= q_out_mult;
+            eouts[q_addr] <= q_out_shift;
+            eoutb[q_addr] <= q_out_bits;
+        end
+        if (a_valid && a_ready) begin
+            row_reg <= row_reg + 1'b1;
         end
         if (pop) begin
             xw[tag0_reg] <= r_code;
@@ -163,17 +200,33 @@ module layer_engine #(
         if (rst) begin
             tags_reg <= 2'd0;
             xw_rows <= {(NODE_BITS+1){1'b0}};
-            for (integer i = 0; i < MAX_NODES; i = i + 1) begin
+            row_reg <= {NODE_BITS{1'b0}};
+            for (i = 0; i < MAX_NODES; i = i + 1) begin
                 xw[i] <= {(LANES*8){1'b0}};
             end
         end
     end
 
+    // aggregation phase: the edge stream waits until every XW row of the tile is written
+    wire xw_done = (xw_rows == num_rows);
+    wire a_in_ready;
+    assign s_edge_ready = a_in_ready && xw_done;
+    wire                       a_valid, a_ready;
+    wire [LANES*PSUM_BITS-1:0] a_psum;
     aggregation_unit #(.LANES(LANES), .CODE_BITS(8), .COEF_BITS(COEF_BITS), .PSUM_BITS(PSUM_BITS)) u_agg (
         .clk(clk), .rst(rst),
-        .s_valid(s_edge_valid), .s_ready(s_edge_ready), .s_coef(s_edge_coef), .s_x(xw[s_edge_src]),
+        .s_valid(s_edge_valid && xw_done), .s_ready(a_in_ready), .s_coef(s_edge_coef), .s_x(xw[s_edge_src]),
         .s_last(s_edge_last),
-        .m_valid(m_valid), .m_ready(m_ready), .m_psum(m_psum)
+        .m_valid(a_valid), .m_ready(a_ready), .m_psum(a_psum)
+    );
+
+    output_stage #(.LANES(LANES), .PSUM_BITS(PSUM_BITS), .FRAC_BITS(FRAC_BITS)) u_out (
+        .clk(clk), .rst(rst), .agg_en(agg_en), .relu_en(relu_en), .out_en(out_en),
+        .s_valid(a_valid), .s_ready(a_ready), .s_psum(a_psum),
+        .s_agg_mult(eaggm[row_reg]), .s_agg_shift(eaggs[row_reg]), .s_agg_bits(eaggb[row_reg]),
+        .s_bias(ebias[row_reg]), .s_out_mult(eoutm[row_reg]), .s_out_shift(eouts[row_reg]),
+        .s_out_bits(eoutb[row_reg]),
+        .m_valid(m_valid), .m_ready(m_ready), .m_out(m_out), .m_psum(m_psum)
     );
 
 endmodule

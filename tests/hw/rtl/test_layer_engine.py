@@ -1,89 +1,115 @@
-"""cocotb testbench of hw/rtl/layer_engine.v: one GCN layer tile end to end, bit-exact.
+"""hw/rtl/layer_engine.v (one GCN layer tile) bit-exact with quant.integer_gnn and cycle-exact with hw/timing.py.
 
-Golden: the XW codes ``requantize(sat32(x @ w^T), M, shift, xw_bits)`` and ``aggregate_int`` of
-quant.integer_gnn's constants (tests/hw/rtl/workload.py); the input arrives as ``adaptive_package.encode``.
+Tiles (hw/rtl/tile.py) are cut from (a) random integer GCN layers covering every output-stage configuration and
+(b) the last layer of a real Cora GCN trained, quantized (A2Q) and exported in this test session by the project's
+own pipeline steps. Expected values are gcn_layer_trace's on the whole graph (and, for Cora, the export's own
+``psum``/``out`` arrays); the RTL cycles must equal ``hw.timing.layer_engine_cycles`` exactly.
 """
 
 from __future__ import annotations
 
-import random
-
-import cocotb
+import numpy as np
 import pytest
-from rtl_tb import TB, StreamDriver, StreamMonitor, check_in_order, pack_lanes, pause_pattern, unpack_lanes
+from workload import random_gcn_layer
 
+from hw.rtl.tile import SOURCES, TileMismatch, check_tile, cut_tile, pick_rows, simulate_tile
+from hw.timing import OUTPUT_STAGE_LATENCY_CYCLES, combination_cycles, layer_engine_cycles
 from quant.adaptive_package import encode
-from quant.fixed_point import aggregate_int
+from quant.integer_gnn import gcn_graph
 
 TOP = "layer_engine"
-SOURCES = ["bse", "cpe", "requant", "aggregation_unit", "ap_decoder", "layer_engine"]
+ICARUS_FAST = ("test_layer_engine_random",)
+MAX_NODES = 32  # one build shared by the random tiles and the Cora tile (LANES 7, 16 features, 32-bit psums)
+CONFIGS = [  # xw_scheme, q_aggregate, bias, relu, last layer
+    ("node", False, True, True, False),
+    ("channel", True, True, False, True),
+    ("node", True, False, True, False),
+    ("channel", False, False, False, True),
+]
 
 
-async def write_constants(tb: TB, wl, stream, lanes: int) -> None:
-    dut = tb.dut
-    n = wl.x_codes.shape[0]
-    await tb.cycles(1)
-    for i in range(n):
-        dut.bm_we.value, dut.bm_addr.value = 1, i
-        dut.bm_row.value = int.from_bytes(stream.bitmap[i].tobytes(), "little")
-        dut.q_we.value, dut.q_addr.value, dut.q_bits.value = 1, i, int(wl.xw_bits[i])
-        dut.q_mult.value = pack_lanes(wl.mult[i], 31)
-        dut.q_shift.value = pack_lanes(wl.shift[i], 6)
-        if i < wl.x_codes.shape[1]:
-            dut.w_we.value, dut.w_addr.value, dut.w_col.value = 1, i, pack_lanes(wl.w_codes[:, i], 4)
-        else:
-            dut.w_we.value = 0
-        await tb.cycles(1)
-    dut.bm_we.value = dut.q_we.value = dut.w_we.value = 0
-    dut.num_nodes.value = n
-
-
-@cocotb.test(timeout_time=500, timeout_unit="us")
-@cocotb.parametrize(idle=[0.0, 0.3], backpressure=[0.0, 0.4])
-async def layer_gcn_tile(dut, idle, backpressure):
-    """Adaptive-Package input -> XW -> aggregation equals quant's integer GCN layer, every element."""
-    from workload import make_layer
-
-    lanes, n, f = int(dut.LANES.value), int(dut.MAX_NODES.value), int(dut.MAX_FEATURES.value)
-    psum_bits = int(dut.PSUM_BITS.value)
-    wl = make_layer(seed=int(idle * 10 + backpressure * 100), num_nodes=n, f_in=f, f_out=lanes, num_edges=24)
-    stream = encode(wl.x_codes, wl.x_bits)
-    tb = TB(dut)
-    rng = random.Random(5)
-    for s in ("s_pkg_valid", "s_word_valid", "s_edge_valid", "bm_we", "q_we", "w_we"):
-        getattr(dut, s).value = 0
-    await tb.reset()
-    await write_constants(tb, wl, stream, lanes)
-    pkg = [{"s_pkg_first_node": int(a), "s_pkg_first_value": int(b), "s_pkg_num_values": int(c)}
-           for a, b, c in zip(stream.first_node, stream.first_value, stream.num_values, strict=True)]
-    cocotb.start_soon(StreamDriver(tb, "s_pkg_", pause_pattern(idle, rng)).send(pkg))
-    await StreamDriver(tb, "s_word_", pause_pattern(idle, rng)).send([{"s_word": int(w)} for w in stream.words])
-    rows = int((wl.x_codes != 0).any(axis=1).sum())
-    for _ in range(5000):
-        if int(dut.xw_rows.value) == rows:
-            break
-        await tb.cycles(1)
-    assert int(dut.xw_rows.value) == rows, "combination phase did not finish"
-    assert int(dut.err.value) == 0
-    mon = StreamMonitor(tb, "m_", {"psum": ("m_psum", False)}, pause_pattern(backpressure, rng))
-    edges = []
-    for i in range(n):
-        slots = range(wl.indptr[i], wl.indptr[i + 1])
-        for k, s in enumerate(slots):
-            edges.append({"s_edge_coef": int(wl.coef[s]), "s_edge_src": int(wl.indices[s]),
-                          "s_edge_last": int(k == len(slots) - 1)})
-    await StreamDriver(tb, "s_edge_", pause_pattern(idle, rng)).send(edges)
-    await mon.wait_for(n, 20 * len(edges) + 50)
-    expected = aggregate_int(wl.indptr, wl.indices, wl.xw, wl.coef, psum_bits)  # (N, LANES)
-    check_in_order([[int(v) for v in row] for row in expected],
-                   [unpack_lanes(b["psum"], psum_bits, lanes) for b in mon.beats], "layer engine rows")
+def _random_tile(seed, config, *, n=14, f_in=16, f_out=7, psum_bits=32, frac_bits=14):
+    scheme, agg, bias, relu, last = config
+    layer, x, graph = random_gcn_layer(seed, n, f_in, f_out, 2 * n, psum_bits=psum_bits, frac_bits=frac_bits,
+                                       xw_scheme=scheme, agg=agg, bias=bias, relu=relu, last=last)
+    return cut_tile(layer, x, graph, np.arange(n))
 
 
 def test_layer_engine_lint(lint_rtl, rtl_sources):
     lint_rtl(rtl_sources(*SOURCES), TOP)
+    lint_rtl(rtl_sources(*SOURCES), TOP, {"LANES": 1, "PSUM_BITS": 32, "FRAC_BITS": 14})
+    lint_rtl(rtl_sources("output_stage"), "output_stage")
+
+
+def test_tile_golden_is_the_integer_path():
+    """The tile's own arithmetic (requantize(sat32(x w^T)), aggregate_int on the local CSR) equals the trace rows."""
+    from quant.fixed_point import aggregate_int, requantize, saturate
+
+    tile = _random_tile(3, CONFIGS[1])
+    acc = saturate(tile.x_codes.astype(np.int64) @ tile.w_codes.astype(np.int64).T, 32)
+    np.testing.assert_array_equal(requantize(acc, tile.xw_mult, tile.xw_shift, tile.xw_bits), tile.xw)
+    psum = aggregate_int(tile.indptr, tile.indices, tile.xw, tile.coef, tile.psum_bits)
+    np.testing.assert_array_equal(psum, tile.psum)
+
+
+def test_cycle_formula_pieces():
+    """Without values the tile is aggregation + output stage; a single-value tile is load + bits + 3 + 1 + tail."""
+    tile = _random_tile(0, CONFIGS[0])
+    deg = tile.degrees()
+    assert layer_engine_cycles(None, deg) == int(deg.sum()) - 1 + 1 + OUTPUT_STAGE_LATENCY_CYCLES
+    codes = np.zeros((3, 4), dtype=np.int8)
+    codes[1, 2] = 5
+    stream = encode(codes, np.array([4, 4, 4]))
+    assert combination_cycles(stream) == 1 + 4 + 3  # first word edge 0: value at 1, 4 bits, C-PE out + requant
+    assert layer_engine_cycles(stream, [1, 2, 1]) == combination_cycles(stream) + 1 + 4 + OUTPUT_STAGE_LATENCY_CYCLES
+
+
+def test_check_tile_names_the_mismatch():
+    tile = _random_tile(1, CONFIGS[0])
+    res = {"psum": tile.psum.tolist(), "out": tile.out.tolist(), "err": 0}
+    check_tile(tile, res)
+    res["out"][2][3] += 1
+    with pytest.raises(TileMismatch, match=r"out\[row 2 .* lane 3\]"):
+        check_tile(tile, res)
+
+
+def test_layer_engine_random(sim, sim_exe, rtl_build_root, tmp_path):
+    """Every output-stage configuration: bit-exact; cycles equal the formula exactly; stalls keep bit-exactness."""
+    for i, config in enumerate(CONFIGS):
+        tile = _random_tile(10 + i, config)
+        res = simulate_tile(tile, sim=sim, build_root=rtl_build_root, work_dir=tmp_path / f"t{i}", max_nodes=MAX_NODES)
+        check_tile(tile, res)
+        assert res["cycles"] == tile.predicted_cycles(), f"config {config}"
+    tile = _random_tile(20, CONFIGS[0])
+    res = simulate_tile(tile, sim=sim, build_root=rtl_build_root, work_dir=tmp_path / "stall", idle=0.3,
+                        backpressure=0.4, max_nodes=MAX_NODES, seed=7)
+    check_tile(tile, res)
+    assert res["cycles"] > tile.predicted_cycles()
+
+
+def test_layer_engine_cora(sim, sim_exe, rtl_build_root, tmp_path, cora_export):
+    """A tile of the real exported Cora GCN's last layer equals the export's arrays; cycles equal the formula."""
+    q = cora_export
+    model = q.to_quantized_gcn()
+    li = len(model.layers) - 1
+    layer, x = model.layers[li], q[f"layer{li}.x_codes"]
+    graph = gcn_graph(q["graph.edge_index"], x.shape[0])
+    rows = pick_rows(graph, MAX_NODES, max_rows=12, start=100)
+    tile = cut_tile(layer, x, graph, rows)
+    np.testing.assert_array_equal(tile.psum, q[f"layer{li}.psum"][rows])
+    np.testing.assert_array_equal(tile.out, q[f"layer{li}.out"][rows])
+    assert tile.parameters(MAX_NODES)["LANES"] == 7 and tile.x_codes.shape[1] == 16
+    res = simulate_tile(tile, sim=sim, build_root=rtl_build_root, work_dir=tmp_path, max_nodes=MAX_NODES)
+    check_tile(tile, res)
+    assert res["cycles"] == tile.predicted_cycles()
 
 
 @pytest.mark.slow
-def test_layer_engine(run_cocotb, rtl_sources):
-    run_cocotb(TOP, rtl_sources(*SOURCES), "test_layer_engine",
-               {"LANES": 4, "MAX_NODES": 16, "NODE_BITS": 4, "MAX_FEATURES": 8, "FEAT_BITS": 3})
+@pytest.mark.parametrize("lanes,n", [(4, 16), (1, 12)])
+def test_layer_engine_narrow_psums(sim, sim_exe, rtl_build_root, tmp_path, lanes, n):
+    """16-bit saturating partial sums (MEGA's width), other lane counts and node memories."""
+    for i, config in enumerate(CONFIGS):
+        tile = _random_tile(30 + i, config, n=n, f_in=8, f_out=lanes, psum_bits=16, frac_bits=8)
+        res = simulate_tile(tile, sim=sim, build_root=rtl_build_root, work_dir=tmp_path / f"t{i}")
+        check_tile(tile, res)
+        assert res["cycles"] == tile.predicted_cycles()

@@ -56,3 +56,36 @@ def make_layer(seed: int, num_nodes: int = 20, f_in: int = 12, f_out: int = 8, n
     coef = edge_coefficients(weight * xw_steps[indices] / u_ref, frac_bits)
     return LayerWorkload(x_codes=x_codes, x_bits=x_bits, w_codes=w_codes, acc=acc, mult=mult, shift=shift,
                          xw_bits=xw_bits, xw=xw, indptr=indptr, indices=indices, coef=coef)
+
+
+def random_gcn_layer(seed: int, num_nodes: int, f_in: int, f_out: int, num_edges: int, *, psum_bits: int,
+                     frac_bits: int, xw_scheme: str, agg: bool, bias: bool, relu: bool, last: bool):
+    """A random :class:`quant.integer_gnn.QuantizedGCNLayer`, its input codes and its GCN graph (gcn_graph)."""
+    from quant.integer_gnn import QuantizedGCNLayer
+
+    rng = np.random.default_rng(seed)
+    src, dst = rng.integers(0, num_nodes, num_edges), rng.integers(0, num_nodes, num_edges)
+    graph = gcn_graph(np.stack([np.r_[src, dst], np.r_[dst, src]]), num_nodes)
+    x_bits = rng.integers(2, 9, num_nodes)
+    x_bits[rng.random(num_nodes) < 0.15] = 1  # 1-bit nodes are all zero (no values, no XW row)
+    x_steps = 2.0 ** rng.uniform(-6, -2, num_nodes)
+    x = rng.normal(0, 1, (num_nodes, f_in)) * (rng.random((num_nodes, f_in)) > 0.5)
+    x_codes = fake_quant(x * (x_steps * 2.0 ** (np.maximum(x_bits, 2) - 2))[:, None], x_steps[:, None],
+                         x_bits[:, None]).astype(np.int8)
+    w_steps = 2.0 ** rng.uniform(-4, -1, f_out)
+    w_codes = fake_quant(rng.normal(0, 3, (f_out, f_in)) * w_steps[:, None], w_steps[:, None],
+                         np.full((f_out, 1), 4)).astype(np.int8)
+    acc_rms = float(np.sqrt(((x_codes.astype(np.float64) @ w_codes.T) ** 2).mean()) + 1.0)
+    xw_len = num_nodes if xw_scheme == "node" else f_out
+    xw_bits = rng.integers(2, 9, xw_len)
+    xw_steps = (x_steps.mean() * w_steps.mean() * acc_rms / 2.0 ** (xw_bits - 2)
+                * 2.0 ** rng.uniform(-1, 1, xw_len))
+    agg_scale = xw_steps.mean() * 2.0
+    return QuantizedGCNLayer(
+        x_steps=x_steps, x_bits=x_bits, w_codes=w_codes, w_steps=w_steps, xw_steps=xw_steps, xw_bits=xw_bits,
+        xw_scheme=xw_scheme, agg_steps=agg_scale * 2.0 ** rng.uniform(-2, 0, num_nodes) if agg else None,
+        agg_bits=rng.integers(2, 9, num_nodes) if agg else None,
+        bias=rng.normal(0, 2 * agg_scale, f_out) if bias else None,
+        out_steps=None if last else agg_scale * 2.0 ** rng.uniform(-3, 0, num_nodes),
+        out_bits=None if last else rng.integers(1, 9, num_nodes), relu=relu, frac_bits=frac_bits,
+        psum_bits=psum_bits), x_codes, graph
