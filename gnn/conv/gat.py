@@ -61,6 +61,11 @@ class GATConv(MessagePassing):
         if self.bias is not None:
             nn.init.zeros_(self.bias)
 
+    def accepts_sparse_input(self) -> bool:
+        """The layer projects before it aggregates, so sparse input features are never densified (unless a
+        quantizer on X needs dense rows)."""
+        return QuantPoint.is_identity(self.q_input)
+
     def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
         num_nodes, H, C = x.size(0), self.heads, self.out_dim
         edge_index = add_self_loops(remove_self_loops(edge_index), num_nodes)

@@ -55,6 +55,11 @@ class GCNConv(MessagePassing):
             self._cache = (edge_index, num_nodes, ei, w)
         return ei, w
 
+    def accepts_sparse_input(self) -> bool:
+        """The layer projects before it aggregates, so sparse input features are never densified (unless a
+        quantizer on X needs dense rows)."""
+        return QuantPoint.is_identity(self.q_input)
+
     def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
         num_nodes = x.size(0)
         ei, w = self.normalized_edges(edge_index, num_nodes, x.dtype)

@@ -51,8 +51,28 @@ class GINConv(MessagePassing):
                 m.reset_parameters()
         self.eps.data.fill_(self.initial_eps)
 
+    def projects_first(self) -> bool:
+        """Whether the layer applies the MLP's first linear map before it aggregates:
+        ``((1 + eps) x_i + sum_j x_j) W = (1 + eps) x_i W + sum_j x_j W``, so when that map narrows the
+        features the messages are narrower. Only with an `nn.Sequential` MLP that starts with our `Linear`,
+        and while the aggregate is not quantized (a quantizer there needs the F_in-wide sum itself)."""
+        first = self.mlp[0] if isinstance(self.mlp, nn.Sequential) and len(self.mlp) > 0 else None
+        return (isinstance(first, Linear) and first.out_dim < first.in_dim
+                and QuantPoint.is_identity(self.q_aggregate))
+
+    def accepts_sparse_input(self) -> bool:
+        """Sparse input features are never densified when the layer projects first and X is not quantized."""
+        return self.projects_first() and QuantPoint.is_identity(self.q_input)
+
     def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
-        x = self.q_input(x)  # (N, F_in)
+        x = self.q_input(x)  # (N, F_in), dense or sparse COO
+        if self.projects_first():
+            first = self.mlp[0]
+            xw = first.project(x)  # (N, H)
+            h = self.propagate(edge_index, x=xw) + (1 + self.eps) * xw
+            if first.bias is not None:
+                h = h + first.bias
+            return self.mlp[1:](h)  # (N, F_out)
         h = self.propagate(edge_index, x=x) + (1 + self.eps) * x  # (N, F_in)
         return self.mlp(self.q_aggregate(h))  # (N, F_out)
 

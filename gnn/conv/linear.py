@@ -45,5 +45,10 @@ class Linear(nn.Module):
             return out if self.bias is None else out + self.bias
         return F.linear(x, w, self.bias)
 
+    def project(self, x: Tensor) -> Tensor:
+        """``x W^T`` without the bias (dense or sparse ``x``): for layers that aggregate after projecting."""
+        w = self.q_weight(self.weight)
+        return torch.sparse.mm(x, w.t()) if x.is_sparse else F.linear(x, w)
+
     def extra_repr(self) -> str:
         return f"{self.in_dim}, {self.out_dim}, bias={self.bias is not None}"

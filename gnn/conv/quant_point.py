@@ -33,5 +33,10 @@ class QuantPoint(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         return x
 
+    @staticmethod
+    def is_identity(point: nn.Module) -> bool:
+        """True while ``point`` is still the FP32 placeholder (no quantizer has been swapped in)."""
+        return type(point) is QuantPoint
+
     def extra_repr(self) -> str:
         return f"role={self.role!r}, kind={self.kind!r}"

@@ -32,8 +32,23 @@ class SAGEConv(MessagePassing):
         self.lin_neigh.reset_parameters()
         self.lin_root.reset_parameters()
 
+    def projects_first(self) -> bool:
+        """Whether the layer projects before it aggregates: ``mean_j(x_j) W = mean_j(x_j W)``, so when
+        F_out < F_in the messages are F_out wide instead of F_in wide (DGL's SAGEConv does the same). Only
+        while the aggregate is not quantized: a quantizer there needs the F_in-wide mean itself."""
+        return self.out_dim < self.in_dim and QuantPoint.is_identity(self.q_aggregate)
+
+    def accepts_sparse_input(self) -> bool:
+        """Sparse input features are never densified when the layer projects first and X is not quantized."""
+        return self.projects_first() and QuantPoint.is_identity(self.q_input)
+
     def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
-        x = self.q_input(x)  # (N, F_in)
+        x = self.q_input(x)  # (N, F_in), dense or sparse COO
+        if self.projects_first():
+            neigh = self.propagate(edge_index, x=self.lin_neigh.project(x))  # (N, F_out)
+            if self.lin_neigh.bias is not None:  # after the mean, so nodes without neighbours get the bias too
+                neigh = neigh + self.lin_neigh.bias
+            return neigh + self.lin_root(x)  # (N, F_out)
         agg = self.q_aggregate(self.propagate(edge_index, x=x))  # (N, F_in)
         return self.lin_neigh(agg) + self.lin_root(x)  # (N, F_out)
 

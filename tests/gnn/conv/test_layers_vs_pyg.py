@@ -8,6 +8,7 @@ import torch_geometric.nn as pygnn
 
 from gnn.conv import GATConv, GCNConv, GINConv, SAGEConv
 from gnn.conv.gin import gin_mlp
+from gnn.conv.quant_point import QuantPoint
 
 ATOL = 1e-6
 
@@ -49,10 +50,12 @@ def test_gcn_matches_pyg():
     assert_same(grads_of(ours, x, ei), grads_of(ref, x, ei), {"lin.weight": "lin.weight", "bias": "bias"})
 
 
-def test_sage_matches_pyg():
-    x, ei = random_graph(seed=1)
-    ours = SAGEConv(12, 5).double()
-    ref = pygnn.SAGEConv(12, 5).double()
+@pytest.mark.parametrize("in_dim, out_dim", [(12, 5), (12, 20)])  # projects first / aggregates first
+def test_sage_matches_pyg(in_dim, out_dim):
+    x, ei = random_graph(seed=1, in_dim=in_dim)
+    ours = SAGEConv(in_dim, out_dim).double()
+    assert ours.projects_first() == (out_dim < in_dim)
+    ref = pygnn.SAGEConv(in_dim, out_dim).double()
     with torch.no_grad():
         ours.lin_neigh.bias.normal_()
         ref.lin_l.weight.copy_(ours.lin_neigh.weight)
@@ -62,11 +65,12 @@ def test_sage_matches_pyg():
                 {"lin_neigh.weight": "lin_l.weight", "lin_neigh.bias": "lin_l.bias", "lin_root.weight": "lin_r.weight"})
 
 
-@pytest.mark.parametrize("train_eps", [False, True])
-def test_gin_matches_pyg(train_eps):
+@pytest.mark.parametrize("train_eps, mlp_hidden", [(False, 9), (True, 9), (True, 20)])
+def test_gin_matches_pyg(train_eps, mlp_hidden):
     x, ei = random_graph(seed=2)
-    mlp = gin_mlp(12, 6, 9).double()
+    mlp = gin_mlp(12, 6, mlp_hidden).double()
     ours = GINConv(12, 6, mlp=mlp, eps=0.3, train_eps=train_eps).double().eval()
+    assert ours.projects_first() == (mlp_hidden < 12)
     ref = pygnn.GINConv(copy.deepcopy(mlp), eps=0.3, train_eps=train_eps).double().eval()
     ref.nn.load_state_dict(mlp.state_dict())  # PyG's constructor re-initialises the MLP it is given
     names = {"mlp.0.weight": "nn.0.weight", "mlp.3.weight": "nn.3.weight", "mlp.0.bias": "nn.0.bias"}
@@ -100,3 +104,29 @@ def test_quant_points_are_named_and_identity():
         before = conv.eval()(x.float(), ei)
         for p in points.values():
             assert p(before) is before  # identity in full precision
+
+
+class _NotIdentity(QuantPoint):
+    """Stands in for a quantizer swapped into a quantization point."""
+
+
+@pytest.mark.parametrize("make", [lambda: SAGEConv(12, 5), lambda: GINConv(12, 5, mlp=gin_mlp(12, 5, 4))])
+def test_sparse_input_equals_dense_and_quantized_aggregate_keeps_order(make):
+    """Projecting first takes sparse COO features without densifying them and gives the dense result and
+    gradients; a quantizer on the aggregate switches back to aggregate-then-project."""
+    x, ei = random_graph(seed=4)
+    x = torch.where(x > 1.0, x, torch.zeros_like(x))  # mostly zeros, like bag-of-words features
+    layer = make().double().eval()
+    assert layer.accepts_sparse_input()
+    dense_out = layer(x, ei)
+    (dense_out ** 2).sum().backward()
+    dense_grads = {n: p.grad.clone() for n, p in layer.named_parameters() if p.grad is not None}
+    layer.zero_grad()
+    sparse_out = layer(x.to_sparse(), ei)
+    (sparse_out ** 2).sum().backward()
+    torch.testing.assert_close(sparse_out, dense_out, atol=ATOL, rtol=0)
+    for n, g in dense_grads.items():
+        torch.testing.assert_close(layer.get_parameter(n).grad, g, atol=ATOL, rtol=0)
+    layer.q_aggregate = _NotIdentity("aggregate", "node")
+    assert not layer.projects_first() and not layer.accepts_sparse_input()
+    torch.testing.assert_close(layer(x, ei), dense_out, atol=ATOL, rtol=0)  # identity stand-in: same maths
