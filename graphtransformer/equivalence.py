@@ -4,6 +4,8 @@
 builds the same float64 model and random graph (N chosen not divisible by the world size, so padding is
 exercised), runs the single-process reference and the parallelized model on its rows, and reports the max
 absolute error of its output rows and of the all-reduced parameter gradients, plus the bytes it sent per layer.
+With ``fsdp`` / ``checkpoint_layers`` the parallel model is also FSDP2-sharded / activation-checkpointed, and with
+``optimizer_step`` both models take one AdamW step and the parameters after it are compared (``param_err``).
 Used by the tests; also ``python -m graphtransformer.equivalence --cp 2 --hp 2``.
 """
 
@@ -25,12 +27,14 @@ from graphtransformer.comm import CommCounter
 from graphtransformer.model import GraphTransformer, GraphTransformerConfig, attention_graph
 from graphtransformer.parallel import (
     SequenceParallelConfig,
+    broadcast_parameters,
     build_mesh,
     parallelize_graph_transformer,
     shard_graph,
     shard_rows,
     sync_gradients,
 )
+from graphtransformer.sharding import full_tensor
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,6 +49,9 @@ class EquivalenceCase:
     edge_prob: float = 0.08
     seed: int = 0
     chunk_rows: int = 7  # small, not dividing the block, so the chunked ring kernels are exercised
+    fsdp: bool = False
+    checkpoint_layers: tuple[int, ...] = ()
+    optimizer_step: bool = False  # one AdamW step (lr 1e-2, weight decay 1e-2, eps 1e-6) on both models
 
 
 def _problem(case: EquivalenceCase):
@@ -76,10 +83,12 @@ def _worker(rank: int, world: int, port: int, case: EquivalenceCase, out_dir: st
         ref_out = ref(x, graph, pe)
         (ref_out * w).sum().backward()
 
-        sp = SequenceParallelConfig(cp=case.cp, hp=case.hp, sparse_comm=case.sparse_comm)
+        sp = SequenceParallelConfig(cp=case.cp, hp=case.hp, sparse_comm=case.sparse_comm, fsdp=case.fsdp,
+                                    checkpoint_layers=case.checkpoint_layers)
         counter = CommCounter()
-        model = parallelize_graph_transformer(_model(cfg, case.seed), build_mesh(sp), sp, counter,
-                                              case.chunk_rows)
+        model = _model(cfg, case.seed)
+        broadcast_parameters(model)
+        model = parallelize_graph_transformer(model, build_mesh(sp), sp, counter, case.chunk_rows)
         sharded = shard_graph(graph, sp, rank)
         out = model(shard_rows(x, sharded), sharded, shard_rows(pe, sharded))
         (out * shard_rows(w, sharded)).sum().backward()
@@ -87,11 +96,19 @@ def _worker(rank: int, world: int, port: int, case: EquivalenceCase, out_dir: st
 
         real = min(sharded.rows_per_rank, max(0, case.num_nodes - sharded.row_slice.start))
         out_err = (out[:real] - shard_rows(ref_out, sharded)[:real]).abs().max().item() if real else 0.0
-        pairs = zip(model.parameters(), ref.parameters(), strict=True)
-        grad_err = max((p.grad - q.grad).abs().max().item() for p, q in pairs)
+        pairs = list(zip(model.parameters(), ref.parameters(), strict=True))
+        grad_err = max((full_tensor(p.grad) - q.grad).abs().max().item() for p, q in pairs)
+        param_err = None
+        if case.optimizer_step:
+            # Adam's first step is lr * g / (|g| + eps): a gradient difference d moves a parameter by up to
+            # lr * d / (4 eps), so eps = 1e-8 would turn 1e-14 gradient noise into 1e-9; eps = 1e-6 keeps it < 1e-10.
+            for m in (model, ref):
+                torch.optim.AdamW(m.parameters(), lr=1e-2, weight_decay=1e-2, eps=1e-6).step()
+            param_err = max((full_tensor(p.detach()) - q.detach()).abs().max().item() for p, q in pairs)
         per_layer = {f"layers.{i}": {ph: counter.total(layer=f"layers.{i}", phase=ph)
                                      for ph in ("forward", "backward")} for i in range(cfg.num_layers)}
-        result = {"rank": rank, "out_err": out_err, "grad_err": grad_err, "bytes": per_layer,
+        result = {"rank": rank, "out_err": out_err, "grad_err": grad_err, "param_err": param_err,
+                  "sharded": sum(type(p).__name__ == "DTensor" for p in model.parameters()), "bytes": per_layer,
                   "halo_recv_rows": sum(sharded.halo_plan.recv_counts), "rows_per_rank": sharded.rows_per_rank}
         with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
             json.dump(result, f)
@@ -136,9 +153,14 @@ def main() -> None:
     parser.add_argument("--sparse-comm", default="halo", choices=("halo", "ring"))
     parser.add_argument("--schedule", default="sparse,dense", help="comma-separated kinds per layer")
     parser.add_argument("--num-nodes", type=int, default=37)
+    parser.add_argument("--fsdp", action="store_true", help="FSDP2-shard parameters over the world")
+    parser.add_argument("--checkpoint-layers", default="", help="comma-separated layer indices to checkpoint")
+    parser.add_argument("--step", action="store_true", help="compare parameters after one AdamW step")
     args = parser.parse_args()
+    ckpt = tuple(int(i) for i in args.checkpoint_layers.split(",") if i)
     case = EquivalenceCase(cp=args.cp, hp=args.hp, sparse_comm=args.sparse_comm,
-                           schedule=tuple(args.schedule.split(",")), num_nodes=args.num_nodes)
+                           schedule=tuple(args.schedule.split(",")), num_nodes=args.num_nodes, fsdp=args.fsdp,
+                           checkpoint_layers=ckpt, optimizer_step=args.step)
     print(json.dumps({"case": asdict(case), "ranks": run_equivalence(case)}, indent=1))
 
 

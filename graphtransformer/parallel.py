@@ -14,7 +14,10 @@ FFN, head) run on local rows unchanged; only attention communicates:
   edge-list kernel locally. Cost ~ cut edges, not N.
 
 Parameters stay replicated; after ``backward`` call :func:`sync_gradients` (sum over the world: the loss is a sum of
-per-rank row losses). The model file never imports ``torch.distributed``; this file does the swap.
+per-rank row losses). Optionally (:mod:`graphtransformer.sharding`) chosen layers are activation-checkpointed and
+parameters, gradients and optimizer state are FSDP2-sharded over the world (gradients then arrive reduced).
+Order inside :func:`parallelize_graph_transformer`: attention cores -> activation checkpointing -> FSDP2.
+The model file never imports ``torch.distributed``; this file does the swap.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from graphtransformer.comm import (
     seq_to_head,
 )
 from graphtransformer.model import ATTENTION_KINDS, AttentionGraph, GraphTransformer
+from graphtransformer.sharding import checkpoint_layers, is_sharded, shard_parameters, world_mesh
 
 SPARSE_COMMS = ("halo", "ring")
 
@@ -46,12 +50,18 @@ class SequenceParallelConfig:
     cp: int = 1  # context-parallel (ring) degree
     hp: int = 1  # head-parallel (Ulysses) degree
     sparse_comm: str = "halo"  # how sparse/cluster layers communicate
+    fsdp: bool = False  # FSDP2-shard parameters, gradients and optimizer state over all cp * hp ranks
+    reshard_after_forward: bool = True  # FSDP2: free gathered parameters after forward (ZeRO-3) or keep (ZeRO-2)
+    checkpoint_layers: tuple[int, ...] = ()  # layers whose activations are recomputed in backward
 
     def __post_init__(self):
         if self.cp < 1 or self.hp < 1:
             raise ValueError(f"SequenceParallelConfig: cp={self.cp}, hp={self.hp}; both must be >= 1")
         if self.sparse_comm not in SPARSE_COMMS:
             raise ValueError(f"SequenceParallelConfig: sparse_comm={self.sparse_comm!r}; valid: {SPARSE_COMMS}")
+        if any(i < 0 for i in self.checkpoint_layers):
+            raise ValueError(f"SequenceParallelConfig: checkpoint_layers={self.checkpoint_layers}; use layer "
+                             f"indices >= 0")
 
     @property
     def world_size(self) -> int:
@@ -193,7 +203,9 @@ class DistributedAttentionCore(nn.Module):
 
 def parallelize_graph_transformer(model: GraphTransformer, mesh: DeviceMesh, cfg: SequenceParallelConfig,
                                   counter: CommCounter | None = None, chunk_rows: int = 2048) -> GraphTransformer:
-    """Swap every layer's attention core for the distributed one (in place; returns the model)."""
+    """Swap every layer's attention core for the distributed one, then checkpoint ``cfg.checkpoint_layers`` and
+    (``cfg.fsdp``) FSDP2-shard the parameters (in place; returns the model). Parameters must already be equal on
+    all ranks (same seed, or :func:`broadcast_parameters` first); build the optimizer afterwards."""
     heads = model.cfg.num_heads
     if heads % cfg.hp:
         raise ValueError(f"parallelize_graph_transformer: num_heads={heads} is not divisible by hp={cfg.hp}; "
@@ -208,17 +220,25 @@ def parallelize_graph_transformer(model: GraphTransformer, mesh: DeviceMesh, cfg
                          f"{dist.get_world_size()}; the mesh must span the world")
     for i, layer in enumerate(model.layers):
         layer.attn.core = DistributedAttentionCore(mesh, f"layers.{i}", cfg.sparse_comm, counter, chunk_rows)
+    if cfg.checkpoint_layers:
+        checkpoint_layers(model, cfg.checkpoint_layers)
+    if cfg.fsdp:
+        shard_parameters(model, world_mesh(mesh.device_type), cfg.reshard_after_forward)
     return model
 
 
 def broadcast_parameters(model: nn.Module, src: int = 0) -> None:
-    """Make every rank start from rank ``src``'s parameters."""
+    """Make every rank start from rank ``src``'s parameters (call before FSDP2 sharding)."""
     for p in model.parameters():
+        if is_sharded(p):
+            raise ValueError("broadcast_parameters: the model is already FSDP2-sharded; broadcast before "
+                             "parallelize_graph_transformer(..., SequenceParallelConfig(fsdp=True))")
         dist.broadcast(p.data, src)
 
 
 def sync_gradients(model: nn.Module) -> None:
-    """Sum parameter gradients over the world (per-rank losses are partial sums of one global loss)."""
+    """Sum parameter gradients over the world (per-rank losses are partial sums of one global loss). FSDP2-sharded
+    parameters are skipped: their reduce-scatter already summed them."""
     for p in model.parameters():
-        if p.grad is not None:
+        if p.grad is not None and not is_sharded(p):
             dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)

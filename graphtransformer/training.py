@@ -4,7 +4,10 @@ One loop serves both: a :class:`Rows` object says which rows of the node sequenc
 single-process; its chunk under :mod:`graphtransformer.parallel`). The loss is the sum of cross-entropies of the
 local training rows divided by the global number of training nodes, so summing gradients over ranks
 (:func:`~graphtransformer.parallel.sync_gradients`) gives exactly the single-process gradient. Model selection is
-on validation accuracy only; the test accuracy of the selected epoch is reported.
+on validation accuracy (ties: lower validation loss), never on test; the test accuracy of the selected epoch is
+reported. Evaluation runs in eval mode (no dropout) with the canonical positional encoding and the layer schedule
+(per-step dense switching is a training-time schedule). Sparse bag-of-words features (< 5 % non-zero) are fed as a
+sparse COO tensor (same math, the input projection never densifies them).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from graphtransformer.model import GraphTransformer, GraphTransformerConfig, att
 from graphtransformer.positional import laplacian_pe, random_sign_flip, random_walk_pe
 
 ATTENTION_CHOICES = ("interleaved", "sparse", "dense", "cluster")
+OPTIMIZERS = ("adam", "adamw")  # adam: L2 weight decay in the gradient (the gnn/ GCN protocol); adamw: decoupled
 PE_CHOICES = ("laplacian", "random-walk", "none")
 
 
@@ -34,10 +38,12 @@ class TrainConfig:
     num_heads: int = 4
     dense_every: int = 0
     dropout: float = 0.3
+    input_dropout: float = 0.0
     pe: str = "laplacian"
     pe_dim: int = 8
     lr: float = 5e-3
     weight_decay: float = 5e-4
+    optimizer: str = "adam"
     epochs: int = 200
     patience: int = 50
     num_clusters: int = 16
@@ -49,6 +55,10 @@ class TrainConfig:
             raise ValueError(f"TrainConfig: pe={self.pe!r}; valid: {PE_CHOICES}")
         if self.epochs < 1 or self.patience < 1:
             raise ValueError("TrainConfig: epochs and patience must be >= 1")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"TrainConfig: optimizer={self.optimizer!r}; valid: {OPTIMIZERS}")
+        if self.lr <= 0 or self.weight_decay < 0:
+            raise ValueError(f"TrainConfig: lr={self.lr}, weight_decay={self.weight_decay}; need lr > 0, wd >= 0")
 
     def schedule(self) -> tuple[str, ...]:
         if self.attention == "interleaved":
@@ -88,7 +98,7 @@ def model_config(cfg: TrainConfig, in_dim: int, out_dim: int) -> GraphTransforme
     return GraphTransformerConfig(in_dim=in_dim, out_dim=out_dim, hidden_dim=cfg.hidden_dim,
                                   num_heads=cfg.num_heads, num_layers=cfg.num_layers, schedule=cfg.schedule(),
                                   dense_every=cfg.dense_every, dropout=cfg.dropout,
-                                  pe_dim=cfg.pe_dim if cfg.pe != "none" else 0)
+                                  input_dropout=cfg.input_dropout, pe_dim=cfg.pe_dim if cfg.pe != "none" else 0)
 
 
 def _mask(idx: Tensor, n: int) -> Tensor:
@@ -97,33 +107,66 @@ def _mask(idx: Tensor, n: int) -> Tensor:
     return m
 
 
+def node_features(x: Tensor, rows: Rows) -> Tensor:
+    """This process's rows of the features (n, F) as float32, sparse COO when under 5 % non-zero."""
+    x = rows.shard(x.float())
+    return x.to_sparse() if x.numel() and (x != 0).float().mean() < 0.05 else x
+
+
+def evaluate(model: GraphTransformer, x: Tensor, y: Tensor, pe: Tensor, rows: Rows, masks: dict) -> dict:
+    """Eval mode, no grad, layer schedule, canonical PE -> {name: (accuracy, mean CE loss)} over all nodes."""
+    model.eval()
+    with torch.no_grad():
+        logits = rows.gather(model(x, rows.graph, pe=rows.shard(pe)))  # (N, C) in the labels' node order
+    correct = logits.argmax(-1) == y
+    return {k: (correct[m].float().mean().item(), F.cross_entropy(logits[m], y[m]).item()) for k, m in masks.items()}
+
+
+def make_optimizer(params, cfg: TrainConfig) -> torch.optim.Optimizer:
+    """Adam (L2 weight decay, as the gnn/ baselines) or AdamW (decoupled) over ``params``."""
+    cls = torch.optim.Adam if cfg.optimizer == "adam" else torch.optim.AdamW
+    return cls(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+
+
+def is_better(val_acc: float, val_loss: float, best: dict) -> bool:
+    """Model selection: higher validation accuracy, ties broken by lower validation loss (never test)."""
+    return val_acc > best["val_acc"] or (val_acc == best["val_acc"] and val_loss < best["val_loss"])
+
+
 def train_seed(model: GraphTransformer, data, split, pe: Tensor, rows: Rows, cfg: TrainConfig,
-               seed: int) -> dict:
-    """Train one model; returns the record of the validation-selected epoch (accuracies on all nodes)."""
+               seed: int, opt: torch.optim.Optimizer | None = None,
+               penalty: Callable[[], Tensor] | None = None) -> dict:
+    """Train one model; returns the record of the validation-selected epoch (accuracies on all nodes).
+
+    ``model`` is called as ``model(x, rows.graph, pe=..., step=...)``: a :class:`GraphTransformer` with an
+    attention graph, or a :class:`~graphtransformer.quantize.QuantizableGraphTransformer` with the edge_index.
+    ``opt``: a ready optimizer (e.g. built over FSDP2-sharded parameters or with quantizer groups); default
+    :func:`make_optimizer`. ``penalty``: an extra loss term (the quantization memory penalty).
+    """
     n = data.num_nodes
-    x, y = rows.shard(data.x.float()), rows.shard(data.y)
+    x, y = node_features(data.x, rows), rows.shard(data.y)
     train_local = rows.shard(_mask(split.train, n))
-    val_mask, test_mask = _mask(split.val, n), _mask(split.test, n)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    masks = {"val": _mask(split.val, n), "test": _mask(split.test, n)}
+    opt = opt or make_optimizer(model.parameters(), cfg)
     gen = torch.Generator().manual_seed(seed)
-    best = {"val_acc": -1.0}
+    best = {"val_acc": -1.0, "val_loss": math.inf}
     since_best, start = 0, time.perf_counter()
     for epoch in range(cfg.epochs):
         model.train()
         pe_epoch = random_sign_flip(pe, gen) if cfg.pe == "laplacian" else pe
-        logits = model(x, rows.graph, rows.shard(pe_epoch), step=epoch)
+        logits = model(x, rows.graph, pe=rows.shard(pe_epoch), step=epoch)
         loss = F.cross_entropy(logits[train_local], y[train_local], reduction="sum") / split.train.numel()
+        if penalty is not None:
+            loss = loss + penalty()
         opt.zero_grad()
         loss.backward()
         rows.sync(model)
         opt.step()
-        model.eval()
-        with torch.no_grad():
-            pred = rows.gather(model(x, rows.graph, rows.shard(pe)).argmax(-1))  # (N,)
-        correct = pred == data.y
-        val_acc, test_acc = correct[val_mask].float().mean().item(), correct[test_mask].float().mean().item()
-        if val_acc > best["val_acc"]:
-            best = {"epoch": epoch, "val_acc": val_acc, "test_acc": test_acc, "train_loss": loss.item()}
+        ev = evaluate(model, x, data.y, pe, rows, masks)
+        (val_acc, val_loss), (test_acc, _) = ev["val"], ev["test"]
+        if is_better(val_acc, val_loss, best):
+            best = {"epoch": epoch, "val_acc": val_acc, "val_loss": val_loss, "test_acc": test_acc,
+                    "train_loss": loss.item()}
             since_best = 0
         else:
             since_best += 1

@@ -6,11 +6,18 @@ import tempfile
 
 import numpy as np
 import pytest
+import torch
 import torch.distributed as dist
 
 from graphtransformer.equivalence import EquivalenceCase, _problem, run_equivalence
 from graphtransformer.model import GraphTransformer, GraphTransformerConfig
-from graphtransformer.parallel import SequenceParallelConfig, build_mesh, parallelize_graph_transformer, shard_graph
+from graphtransformer.parallel import (
+    SequenceParallelConfig,
+    build_mesh,
+    parallelize_graph_transformer,
+    shard_graph,
+    shard_rows,
+)
 
 F64 = 8  # bytes per element
 
@@ -113,3 +120,54 @@ def test_config_rejects_unknown_sparse_comm():
     with pytest.raises(ValueError, match="valid"):
         SequenceParallelConfig(sparse_comm="allgather")
     assert np.prod([2, 3]) == SequenceParallelConfig(cp=2, hp=3).world_size
+
+
+def test_fsdp2_and_activation_checkpointing_step_equals_single_process():
+    """FSDP2 (params, grads, AdamW state sharded over 2 ranks) + a checkpointed sparse (halo) layer + ring dense
+    layer: outputs, gradients and parameters after one AdamW step equal the single-process step (float64)."""
+    case = EquivalenceCase(cp=2, hp=1, sparse_comm="halo", schedule=("sparse", "dense"), fsdp=True,
+                           checkpoint_layers=(0,), optimizer_step=True)
+    results = run_equivalence(case)
+    _check_exact(results)
+    for r in results:
+        assert r["sharded"] > 0 and r["param_err"] < 1e-10, r
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cp,hp,sparse_comm,ckpt", [(1, 2, "ring", (0, 1)), (2, 2, "halo", (1,))])
+def test_fsdp2_checkpointing_other_layouts(cp, hp, sparse_comm, ckpt):
+    case = EquivalenceCase(cp=cp, hp=hp, sparse_comm=sparse_comm, schedule=("sparse", "dense"), fsdp=True,
+                           checkpoint_layers=ckpt, optimizer_step=True)
+    results = run_equivalence(case)
+    _check_exact(results)
+    assert all(r["sharded"] > 0 and r["param_err"] < 1e-10 for r in results), results
+
+
+def test_padding_rows_are_zero_and_masked():
+    """N = 37 over 4 ranks: 40 padded rows; padded rows carry zero features/degree, no edges, and are invalid keys."""
+    case = EquivalenceCase(num_nodes=37)
+    graph = _problem(case)[0]
+    cfg = SequenceParallelConfig(cp=2, hp=2)
+    last = shard_graph(graph, cfg, rank=3)
+    assert (last.num_padded, last.rows_per_rank) == (40, 10) and last.row_slice == slice(30, 40)
+    x = torch.arange(37.0).unsqueeze(1)
+    assert shard_rows(x, last)[:, 0].tolist() == [30, 31, 32, 33, 34, 35, 36, 0, 0, 0]
+    assert last.degree[7:].eq(0).all()
+    assert not (last.halo_edges[1] >= 7).any()  # no edge targets a padded row
+    valid = torch.cat([m[0] for m in last.ring_key_valid])  # (cp * block,) = padded key positions
+    assert valid.tolist() == [True] * 37 + [False] * 3
+
+
+def test_mesh_shape_not_matching_config_is_rejected():
+    cfg = GraphTransformerConfig(in_dim=2, out_dim=2, hidden_dim=4, num_heads=2, num_layers=1, schedule=("dense",))
+    with tempfile.TemporaryDirectory() as d:
+        dist.init_process_group("gloo", init_method=f"file://{os.path.join(d, 'store')}", rank=0, world_size=1)
+        try:
+            mesh = build_mesh(SequenceParallelConfig(cp=1, hp=1))
+            with pytest.raises(ValueError, match=r"mesh shape \(1, 1\) != \(cp=2, hp=1\)"):
+                parallelize_graph_transformer(GraphTransformer(cfg), mesh, SequenceParallelConfig(cp=2, hp=1))
+            with pytest.raises(ValueError, match="out of range"):
+                parallelize_graph_transformer(GraphTransformer(cfg), mesh,
+                                              SequenceParallelConfig(checkpoint_layers=(3,)))
+        finally:
+            dist.destroy_process_group()
