@@ -35,6 +35,8 @@ class TrainConfig:
         epochs: number of epochs.
         lr, weight_decay: Adam settings of the model parameters.
         patience: stop after this many epochs without a better validation result (0: never).
+        lr_decay_every, lr_decay: multiply the learning rate by ``lr_decay`` every ``lr_decay_every`` epochs
+            (0: constant; the GIN paper halves it every 50 epochs).
         batch_size: graphs per mini-batch (graph tasks).
         quant: quantization method applied with ``quant.quantize_`` before training (``"none"``: FP32).
         target_bits: average feature bits the quantization's memory penalty aims at.
@@ -46,6 +48,8 @@ class TrainConfig:
     lr: float = 0.01
     weight_decay: float = 5e-4
     patience: int = 0
+    lr_decay_every: int = 0
+    lr_decay: float = 0.5
     batch_size: int = 32
     quant: str = "none"
     target_bits: float = 4.0
@@ -55,6 +59,9 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.epochs < 1 or self.batch_size < 1 or self.patience < 0 or self.checkpoint_every < 1:
             raise ValueError("TrainConfig: epochs, batch_size, checkpoint_every must be >= 1 and patience >= 0")
+        if self.lr_decay_every < 0 or not 0.0 < self.lr_decay <= 1.0:
+            raise ValueError(f"TrainConfig: lr_decay_every={self.lr_decay_every} must be >= 0 and "
+                             f"lr_decay={self.lr_decay} in (0, 1]")
         if self.lr <= 0 or self.weight_decay < 0:
             raise ValueError(f"TrainConfig: lr={self.lr} must be > 0 and weight_decay >= 0")
         if self.quant not in QUANT_METHODS:
@@ -98,14 +105,11 @@ def seed_everything(seed: int) -> None:
 
 def wants_sparse_input(model: nn.Module, graph: GraphData) -> bool:
     """Feed input features as a sparse tensor when they are large and sparse (density < 5%, > 1M entries)
-    and the first layer transforms before aggregating, so it never densifies them. Same math, less time."""
-    from gnn.conv.quant_point import QuantPoint
-    from gnn.models import SPARSE_INPUT_ARCHS
-
-    arch = getattr(getattr(model, "cfg", None), "arch", None)
-    if graph.task != "node" or arch not in SPARSE_INPUT_ARCHS:
+    and the first layer projects before aggregating, so it never densifies them. Same math, less time."""
+    if graph.task != "node":
         return False
-    if not isinstance(model.convs[0].q_input, QuantPoint):  # a quantizer on the input needs dense rows
+    accepts = getattr(getattr(model, "convs", [None])[0], "accepts_sparse_input", None)
+    if accepts is None or not accepts():
         return False
     x = graph.data.x
     return x.numel() > 1_000_000 and float((x != 0).float().mean()) < 0.05
@@ -225,6 +229,8 @@ def train_one(model: nn.Module, graph: GraphData, split: Split, cfg: TrainConfig
     model = apply_quantization(model.to(device), graph, cfg)
     task = _Task(graph, split, cfg, seed, use_sparse_input=wants_sparse_input(model, graph))
     opt, penalty = _make_optimizer(model, cfg)
+    # Constant when lr_decay_every is 0 (a step of 10**9 epochs never fires).
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=cfg.lr_decay_every or 10**9, gamma=cfg.lr_decay)
     best = {"acc": -1.0, "loss": math.inf, "epoch": -1, "test": 0.0, "state": None}
     max_test, step_seconds, start_epoch = 0.0, [], 1
     last_path = run_dir / "last.pt" if run_dir else None
@@ -234,6 +240,7 @@ def train_one(model: nn.Module, graph: GraphData, split: Split, cfg: TrainConfig
         ck = torch.load(last_path, weights_only=False)
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optimizer"])
+        sched.load_state_dict(ck["scheduler"])
         best, max_test, step_seconds = ck["best"], ck["max_test"], ck["step_seconds"]
         start_epoch = ck["epoch"] + 1
         torch.set_rng_state(ck["rng"])
@@ -242,6 +249,7 @@ def train_one(model: nn.Module, graph: GraphData, split: Split, cfg: TrainConfig
     for epoch in bar:
         t0 = time.perf_counter()
         train_loss = task.train_step(model, opt, penalty)
+        sched.step()
         step_seconds.append(time.perf_counter() - t0)
         ev = task.evaluate(model)
         (val_loss, val_acc), (_, test_acc) = ev["val"], ev["test"]
@@ -256,7 +264,8 @@ def train_one(model: nn.Module, graph: GraphData, split: Split, cfg: TrainConfig
             with open(run_dir / "metrics.jsonl", "a") as f:
                 f.write(json.dumps(asdict(m)) + "\n")
             if epoch % cfg.checkpoint_every == 0 or epoch == cfg.epochs:
-                torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "best": best,
+                torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
+                            "scheduler": sched.state_dict(), "best": best,
                             "max_test": max_test, "step_seconds": step_seconds, "epoch": epoch,
                             "rng": torch.get_rng_state()}, last_path)
         bar.set_postfix(val=f"{val_acc:.3f}", best=f"{best['acc']:.3f}")

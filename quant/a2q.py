@@ -159,8 +159,10 @@ class A2QQuantizer(nn.Module):
                                        None if deg is None else deg.cpu()))
 
     # ------------------------------------------------------------------------------------------- accounting
-    def memory_bits(self) -> tuple[Tensor, int] | None:
+    def memory_bits(self, rounded: bool = False) -> tuple[Tensor, int] | None:
         """(sum of feature bits without the sign bit, differentiable; number of elements) of the tensor.
+
+        ``rounded``: count the stored bits round(b) per row, with a straight-through gradient to b.
 
         Node scheme and degree tables on a fixed graph: all nodes of that graph, from the parameters. NNS (and
         degree tables on changing graphs): the rows of the last forward call. None before any forward call.
@@ -176,6 +178,8 @@ class A2QQuantizer(nn.Module):
             b = self._last_rows
         else:
             return None
+        if rounded:
+            b = b + (round_half_away(b.detach()) - b.detach())
         return (b - sign).sum() * self._last_row_elems, b.numel() * self._last_row_elems
 
     def row_bits(self) -> tuple[Tensor, Tensor | None]:

@@ -154,13 +154,14 @@ def quant_param_groups(model: nn.Module, cfg: QuantConfig, base_lr: float) -> li
             for k, ps in groups.items() if ps]
 
 
-def memory_kb(model: nn.Module) -> tuple[Tensor | None, float]:
+def memory_kb(model: nn.Module, rounded: bool = False) -> tuple[Tensor | None, float]:
     """(M, M_elements_kb): learned feature memory in KB without sign bits (differentiable) and the number of
-    feature elements / 8 / 1024, so that M_target = target_bits * M_elements_kb."""
+    feature elements / 8 / 1024, so that M_target = target_bits * M_elements_kb. ``rounded``: count the stored
+    (rounded) bits, straight-through."""
     total, elems = None, 0
     for _, q in _quantizers(model):
         if isinstance(q, A2QQuantizer) and q.learn_bits:
-            mb = q.memory_bits()
+            mb = q.memory_bits(rounded)
             if mb is not None:
                 total = mb[0] if total is None else total + mb[0]
                 elems += mb[1]
@@ -172,7 +173,7 @@ def quant_penalty(model: nn.Module) -> Tensor:
     cfg: QuantConfig | None = getattr(model, "_quant_cfg", None)
     if cfg is None:
         raise ValueError("quant_penalty: model is not quantized; call quant.api.quantize_ first")
-    m, elems_kb = memory_kb(model)
+    m, elems_kb = memory_kb(model, rounded=cfg.penalty_bits == "rounded")
     if cfg.is_dq or m is None or cfg.penalty_weight == 0:
         return torch.zeros(())
     return cfg.penalty_weight * torch.relu(m - cfg.target_bits * elems_kb) ** 2

@@ -39,6 +39,11 @@ class QuantConfig:
             (Degree-Quant uniform INT8 / INT4 with protective masking).
         target_bits: average feature bits per element (without the sign bit) that the memory penalty aims at.
         penalty_weight: ``a`` in ``a * relu(M - M_target)^2`` with M in KB (A2Q's ``a_loss``).
+        penalty_bits: which bits M counts. ``"rounded"`` (default): the bits actually stored, round(b) per node,
+            with a straight-through gradient, so the penalty stays on until the *stored* average meets the target.
+            ``"continuous"``: the raw float b, as A2Q's code does; with per-node bits clustered just under a
+            rounding boundary it is satisfied while every node stores one bit more (e.g. continuous 2.7 signed
+            bits pass a 1.7 target, and all nodes round to 3 signed = 2 reported bits).
         init_bits: initial learned feature bitwidth (post-ReLU tensors start at ``init_bits + 1``).
         max_bits: upper clamp of every signed bitwidth (1 <= max_bits <= 8).
         weight_bits, xw_bits, attention_bits, edge_bits: fixed bitwidths of weights (per output channel), XW
@@ -64,6 +69,7 @@ class QuantConfig:
     method: Literal["a2q", "degree-aware", "dq-int8", "dq-int4"]
     target_bits: float = 4.0
     penalty_weight: float = 2.5
+    penalty_bits: Literal["rounded", "continuous"] = "rounded"
     init_bits: int = 4
     max_bits: int = 8
     weight_bits: int = 4
@@ -102,6 +108,8 @@ class QuantConfig:
         if not isinstance(t, int | float) or not math.isfinite(t) or not 0.0 <= t <= self.max_bits:
             raise ValueError(f"{name}: target_bits={t!r} is invalid; give the average feature bits without the "
                              f"sign bit, a number in [0, max_bits={self.max_bits}] (e.g. 4.0 or 1.7)")
+        if self.penalty_bits not in ("rounded", "continuous"):
+            raise ValueError(f"{name}: penalty_bits={self.penalty_bits!r}; valid: rounded, continuous")
         if self.penalty_weight < 0:
             raise ValueError(f"{name}: penalty_weight={self.penalty_weight} must be >= 0")
         for field in ("lr_feature_step", "lr_feature_bits", "lr_weight_step", "lr_xw_step",

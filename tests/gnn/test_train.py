@@ -34,7 +34,7 @@ def test_resume_continues_exactly(cora, tmp_path):
     def run(epochs, run_dir, resume):
         seed_everything(0)
         return train_one(build_model(model_cfg), cora, cora.splits[0],
-                         TrainConfig(epochs=epochs, checkpoint_every=5), seed=0, run_dir=run_dir,
+                         TrainConfig(epochs=epochs, checkpoint_every=5, lr_decay_every=4), seed=0, run_dir=run_dir,
                          resume=resume, progress=False)
 
     straight = run(20, tmp_path / "a", False)
@@ -43,6 +43,23 @@ def test_resume_continues_exactly(cora, tmp_path):
     assert resumed.val_loss == straight.val_loss and resumed.test_acc == straight.test_acc
     lines = (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(line)["epoch"] for line in lines] == list(range(1, 21))
+
+
+def test_lr_decay_schedule(cora):
+    """lr_decay_every=3 multiplies the learning rate by lr_decay after epochs 3, 6, ...: a run with it differs
+    from a constant-lr run after the first decay, not before."""
+    model_cfg, _ = model_and_train_config(cora, "gcn")
+    results = {}
+    for every in (0, 3):
+        for epochs in (3, 6):
+            seed_everything(0)
+            r = train_one(build_model(model_cfg), cora, cora.splits[0],
+                          TrainConfig(epochs=epochs, lr_decay_every=every, lr_decay=0.1), seed=0, progress=False)
+            results[every, epochs] = r.val_loss
+    assert results[0, 3] == results[3, 3]
+    assert results[0, 6] != results[3, 6]
+    with pytest.raises(ValueError, match="lr_decay"):
+        TrainConfig(lr_decay=0.0)
 
 
 def test_graph_classification_runs_on_folds():

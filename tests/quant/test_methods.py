@@ -85,16 +85,20 @@ def test_quantized_model_differs_from_fp32_and_is_deterministic_in_eval():
     assert not torch.allclose(a, b) and torch.equal(b, b2)
 
 
-def test_memory_penalty_value():
+@pytest.mark.parametrize("penalty_bits", ["continuous", "rounded"])
+def test_memory_penalty_value(penalty_bits):
     data = small_graph()
-    cfg = QuantConfig(method="a2q", target_bits=2.0, penalty_weight=0.5)
+    cfg = QuantConfig(method="a2q", target_bits=2.0, penalty_weight=0.5, penalty_bits=penalty_bits)
     model = quantize_(model_for("gcn", data), cfg, data)
     (q,) = [m for m in model.modules() if isinstance(m, A2QQuantizer) and m.learn_bits]
     assert q.unsigned and q.step.shape == (60, 1)  # layer-2 input, post-ReLU, per node
     with torch.no_grad():
         q.bits.copy_(torch.linspace(1.0, 9.0, 60).view(-1, 1))  # beyond max_bits 8: clamped
     width = 8  # hidden
-    b = torch.linspace(1.0, 9.0, 60).clamp(1, 8) - 1  # without the sign bit
+    b = torch.linspace(1.0, 9.0, 60).clamp(1, 8)
+    if penalty_bits == "rounded":
+        b = torch.floor(b + 0.5)  # positive: half away from zero is half up
+    b = b - 1  # without the sign bit
     m_kb = width * b.sum() / 8 / 1024
     target_kb = 2.0 * 60 * width / 8 / 1024
     expected = 0.5 * max(m_kb.item() - target_kb, 0.0) ** 2
@@ -104,6 +108,25 @@ def test_memory_penalty_value():
     with torch.no_grad():
         q.bits.fill_(2.0)  # 1 bit without sign < target: no penalty
     assert quant_penalty(model).item() == 0.0
+
+
+def test_rounded_penalty_sees_the_stored_bits():
+    """Continuous bits of 2.65 (signed, post-ReLU) meet a 1.7-bit target, but every node stores round(2.65) = 3
+    signed = 2 bits: only the rounded penalty still pushes the bits down."""
+    data = small_graph()
+    pens = {}
+    for mode in ("continuous", "rounded"):
+        model = quantize_(model_for("gcn", data), QuantConfig(method="a2q", target_bits=1.7, penalty_bits=mode), data)
+        (q,) = [m for m in model.modules() if isinstance(m, A2QQuantizer) and m.learn_bits]
+        with torch.no_grad():
+            q.bits.fill_(2.65)
+        pens[mode] = quant_penalty(model)
+        if mode == "rounded":
+            pens[mode].backward()
+            assert (q.bits.grad > 0).all()  # straight-through: every node is pushed towards fewer bits
+    assert pens["continuous"].item() == 0.0 and pens["rounded"].item() > 0.0
+    with pytest.raises(ValueError, match="penalty_bits"):
+        QuantConfig(method="a2q", penalty_bits="stored")
 
 
 def test_summary_reports_bits_with_and_without_sign():
