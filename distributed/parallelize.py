@@ -6,7 +6,10 @@ Order of what is applied (documented here only):
   2. GCN convs get the normalisation of the GLOBAL graph (global degrees of owned and halo nodes), so that
      results equal single-process training;
   3. parameters are broadcast from rank 0; `DistGNN.sync_gradients` all-reduces (sums) weight gradients
-     in one flat bucket after each backward.
+     in one flat bucket after each backward;
+  4. a model quantized with ``quant.quantize_`` (on the full graph, before this call) gets its quantizers
+     sharded by `distributed.quantized.shard_quantizers`: per-node parameters keep only the owned rows and are
+     left out of the gradient all-reduce.
 The layer-0 input is exchanged once, in fp32, at the first step (Sylvie/PipeGCN's pre-processing): input
 features carry no gradient. Dropout of layer 0's halo rows is then drawn by the receiver; every other layer
 exchanges owner-dropped rows, so with dropout 0 the result is exact.
@@ -23,6 +26,7 @@ from torch import Tensor, nn
 
 from distributed.halo import ByteCounter, ExchangeConfig, HaloExchanger, Transfer, halo_exchange
 from distributed.partition import Partition
+from distributed.quantized import SHARDED_ATTR, ShardInfo, shard_quantizers
 from gnn.conv import GCNConv
 from gnn.models import GNN, SPARSE_INPUT_ARCHS
 
@@ -107,10 +111,15 @@ class DistGNN(nn.Module):
                                  f"not {model.cfg.arch!r}; set sparse_input=False")
             self.module.convs[0].sparse_input = True
         self._input_key: Tensor | None = None
+        self.shard: ShardInfo | None = None
+        if hasattr(model, "_quant_cfg"):
+            self.shard = shard_quantizers(model, part, None, self.counter, cfg.seed)
 
     def set_epoch(self, epoch: int) -> None:
         for ex in self.exchangers:
             ex.set_epoch(epoch)
+        if self.shard is not None:
+            self.shard.epoch = epoch
 
     def _exchange_input(self, x: Tensor) -> None:
         """Fetch the fp32 halo rows of the raw input once (bytes counted as "setup")."""
@@ -128,9 +137,10 @@ class DistGNN(nn.Module):
         return self.module(x, edge_index)
 
     def sync_gradients(self) -> None:
-        """Sum every parameter gradient over ranks (one flat all_reduce). Parameters without a gradient
-        contribute zeros, so every rank takes part in the same collective."""
-        params = [p for p in self.module.parameters() if p.requires_grad]
+        """Sum every replicated parameter gradient over ranks (one flat all_reduce). Parameters without a
+        gradient contribute zeros, so every rank takes part in the same collective. Per-node quantizer parameters
+        (owned rows only) are not replicated and keep their local gradient."""
+        params = [p for p in self.module.parameters() if p.requires_grad and not getattr(p, SHARDED_ATTR, False)]
         flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
         dist.all_reduce(flat)
         offset = 0

@@ -2,12 +2,21 @@
 
 Loss: each rank sums cross-entropy over its owned training nodes and divides by the GLOBAL number of training
 nodes; weight gradients are then summed over ranks, which equals the single-process mean loss gradient.
+
+Quantized training (``quant != "none"``): ``quant.quantize_`` on the full graph (as `gnn.trainer`), then
+`parallelize_gnn` shards the per-node quantizer parameters (`distributed.quantized`); the optimizer has the
+quantizer parameter groups of ``quant.api.quant_param_groups`` and the loss adds A2Q's memory penalty, summed over
+ranks (`distributed.quantized.quant_penalty_local`). Logged ``loss`` is the task loss (as `gnn.trainer`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import os
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -17,9 +26,16 @@ from torch import Tensor
 from distributed.halo import ExchangeConfig
 from distributed.parallelize import ParallelConfig, parallelize_gnn
 from distributed.partition import METHODS, build_partition, cached_partition_nodes, partition_nodes
+from distributed.quantized import (
+    SHARDED_ATTR,
+    gather_quantized_model,
+    global_state_dict,
+    quant_penalty_local,
+    to_global,
+)
 from gnn.models import ARCHS, GNN, ModelConfig
 
-QUANT_MODES = ("none",)
+QUANT_MODES = ("none", "a2q", "degree-aware", "dq-int8", "dq-int4")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,7 +61,12 @@ class DistTrainConfig:
     resume: bool = False
     cache_partitions: bool = True
     quant: str = "none"
+    target_bits: float = 4.0
+    export_path: str = ""
     sparse_input: bool = False
+    metrics_log: str = ""
+    crash_at_epoch: int = -1
+    crash_marker: str = ""
 
     def __post_init__(self) -> None:
         if self.arch not in ARCHS:
@@ -54,10 +75,16 @@ class DistTrainConfig:
             raise ValueError(f"DistTrainConfig: unknown partition method {self.partition_method!r}; "
                              f"valid: {', '.join(METHODS)}")
         if self.quant not in QUANT_MODES:
-            raise ValueError(f"DistTrainConfig: --quant {self.quant!r} is not yet supported with distributed "
-                             "training; use --quant none")
+            raise ValueError(f"DistTrainConfig: unknown --quant {self.quant!r}; valid: {', '.join(QUANT_MODES)}")
+        if self.export_path and (self.quant not in ("a2q", "degree-aware") or self.arch != "gcn"):
+            raise ValueError("DistTrainConfig: export_path needs arch 'gcn' and quant 'a2q' or 'degree-aware' "
+                             "(the integer golden model of quant.export); drop --export or change them")
+        if self.quant != "none" and self.sparse_input:
+            raise ValueError("DistTrainConfig: sparse_input is not supported with --quant; drop one of them")
         if self.epochs < 1 or self.num_parts < 1 or self.eval_every < 1:
             raise ValueError("DistTrainConfig: epochs, num_parts and eval_every must be >= 1")
+        if self.crash_at_epoch >= 0 and not self.crash_marker:
+            raise ValueError("DistTrainConfig: crash_at_epoch needs crash_marker (the crash happens once)")
         if (self.checkpoint_every or self.resume) and not self.checkpoint_dir:
             raise ValueError("DistTrainConfig: checkpoint_every/resume need checkpoint_dir")
 
@@ -70,18 +97,65 @@ def _local_index(global_idx: Tensor, owned: Tensor, num_nodes: int) -> Tensor:
     return pos[pos >= 0]
 
 
+def _sharded_keys(model) -> dict[str, torch.Size]:
+    """FQNs (in `get_state_dict` naming) of per-node quantizer parameters -> their local (owned) shape."""
+    return {n: p.shape for n, p in model.named_parameters() if getattr(p, SHARDED_ATTR, False)}
+
+
+def _globalize(msd: dict, osd: dict, model, load: bool) -> None:
+    """In place: sharded entries (model + optimizer state) become (N, ...) tensors in global node order, so that
+    every rank checkpoints the same full tensor (placeholders when ``load``)."""
+    n = model.shard.num_nodes if model.shard is not None else 0
+
+    def convert(t: Tensor) -> Tensor:
+        return torch.empty((n, *t.shape[1:]), dtype=t.dtype) if load else to_global(t, model.shard)
+
+    for k, shape in _sharded_keys(model).items():
+        msd[k] = convert(msd[k])
+        state = osd.get("state", {}).get(k, {})
+        for name, v in state.items():
+            if isinstance(v, Tensor) and v.shape == shape:
+                state[name] = convert(v)
+
+
+def _localize(msd: dict, osd: dict, model) -> None:
+    owned = model.part.owned
+    for k, shape in _sharded_keys(model).items():
+        msd[k] = msd[k][owned].clone()
+        state = osd.get("state", {}).get(k, {})
+        for name, v in state.items():
+            if isinstance(v, Tensor) and v.dim() and v.size(0) == model.shard.num_nodes and v.dim() == len(shape):
+                state[name] = v[owned].clone()
+
+
 def _checkpoint(model, opt, epoch: int, path: str, load: bool) -> int:
+    """Save or load (model, optimizer, epoch) with torch.distributed.checkpoint. Per-node quantizer parameters
+    are saved as full (N, ...) tensors (gathered) and cut back to the owned rows on load."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
     msd, osd = get_state_dict(model, opt)
+    _globalize(msd, osd, model, load)
     state = {"model": msd, "optim": osd, "epoch": torch.tensor(epoch)}
     if not load:
         dcp.save(state, checkpoint_id=path)
         return epoch
     dcp.load(state, checkpoint_id=path)
+    _localize(state["model"], state["optim"], model)
     set_state_dict(model, opt, model_state_dict=state["model"], optim_state_dict=state["optim"])
     return int(state["epoch"])
+
+
+def _maybe_crash(cfg: DistTrainConfig, epoch: int, rank: int) -> None:
+    """Fault injection for the restart test: rank 1 (or 0 alone) raises once at ``crash_at_epoch``; the marker
+    file records that the crash happened, so the restarted job runs through."""
+    if epoch != cfg.crash_at_epoch or rank != min(1, dist.get_world_size() - 1):
+        return
+    marker = Path(cfg.crash_marker)
+    if marker.exists():
+        return
+    marker.write_text(f"crashed at epoch {epoch}\n")
+    raise RuntimeError(f"injected crash at epoch {epoch} on rank {rank} (marker {marker})")
 
 
 def train_rank(cfg: DistTrainConfig, log=print) -> dict:
@@ -114,15 +188,26 @@ def train_rank(cfg: DistTrainConfig, log=print) -> dict:
     torch.manual_seed(cfg.seed)
     mcfg = ModelConfig(arch=cfg.arch, in_dim=x.size(1), out_dim=g.num_classes, hidden_dim=cfg.hidden_dim,
                        num_layers=cfg.num_layers, dropout=cfg.dropout)
-    model = parallelize_gnn(GNN(mcfg), part, ParallelConfig(exchange=cfg.exchange, seed=cfg.seed,
-                                                           sparse_input=cfg.sparse_input),
+    gnn = GNN(mcfg)
+    full_data = None
+    if cfg.quant != "none":  # calibrated on the full graph, identically on every rank (see distributed.quantized)
+        from quant.api import QuantConfig, quantize_
+
+        full_data = data.clone()
+        full_data.x = x
+        quantize_(gnn, QuantConfig(method=cfg.quant, target_bits=cfg.target_bits), full_data)
+    model = parallelize_gnn(gnn, part, ParallelConfig(exchange=cfg.exchange, seed=cfg.seed,
+                                                      sparse_input=cfg.sparse_input),
                             group=dist.new_group(backend=dist.get_backend()))
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    opt = _optimizer(model, cfg)
     ei = part.edge_index
     start_epoch = 0
-    if cfg.resume:
+    if cfg.resume and (Path(cfg.checkpoint_dir) / ".metadata").exists():
         start_epoch = _checkpoint(model, opt, 0, cfg.checkpoint_dir, load=True) + 1
         log(f"resumed from {cfg.checkpoint_dir} at epoch {start_epoch}")
+    elif cfg.resume:
+        log(f"no checkpoint in {cfg.checkpoint_dir} yet: starting at epoch 0")
+    attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
 
     history = []
     best = {"val": -1.0, "test": 0.0, "epoch": -1}
@@ -131,9 +216,11 @@ def train_rank(cfg: DistTrainConfig, log=print) -> dict:
         t0 = time.perf_counter()
         model.train()
         opt.zero_grad()
+        _maybe_crash(cfg, epoch, rank)
         logits = model(x_own, ei)  # (N_o, C)
         loss = F.cross_entropy(logits[idx["train"]], y_own[idx["train"]], reduction="sum") / totals["train"]
-        loss.backward()
+        penalty = quant_penalty_local(model.module) if cfg.quant != "none" else 0.0
+        (loss + penalty).backward()
         model.sync_gradients()
         opt.step()
         stats = torch.tensor([loss.item(), time.perf_counter() - t0,
@@ -150,6 +237,9 @@ def train_rank(cfg: DistTrainConfig, log=print) -> dict:
             if rec["val_acc"] > best["val"]:
                 best = {"val": rec["val_acc"], "test": rec["test_acc"], "epoch": epoch}
         history.append(rec)
+        if rank == 0 and cfg.metrics_log:
+            with open(cfg.metrics_log, "a") as f:
+                f.write(json.dumps({**rec, "attempt": attempt}) + "\n")
         if rank == 0 and cfg.log_every and (epoch % cfg.log_every == 0 or epoch == cfg.epochs - 1):
             acc = f" val {rec['val_acc']:.4f} test {rec['test_acc']:.4f}" if "val_acc" in rec else ""
             log(f"epoch {epoch:4d} loss {rec['loss']:.4f}{acc} {rec['epoch_s'] * 1e3:.1f} ms "
@@ -159,10 +249,46 @@ def train_rank(cfg: DistTrainConfig, log=print) -> dict:
     setup = sum(b for (e, _, d), b in model.counter.bytes.items() if d == "setup")
     setup_t = torch.tensor([float(setup)])
     dist.all_reduce(setup_t)
-    return {"config": asdict(cfg), "world_size": world, "num_owned": part.num_owned, "num_halo": part.num_halo,
-            "history": history, "best_val_acc": best["val"], "test_acc_at_best_val": best["test"],
-            "best_epoch": best["epoch"], "setup_bytes": int(setup_t.item()),
-            "state_dict": {k: v.detach().clone() for k, v in model.module.state_dict().items()}}
+    out = {"config": asdict(cfg), "world_size": world, "num_owned": part.num_owned, "num_halo": part.num_halo,
+           "history": history, "best_val_acc": best["val"], "test_acc_at_best_val": best["test"],
+           "best_epoch": best["epoch"], "setup_bytes": int(setup_t.item()),
+           "state_dict": {k: v.detach().clone() for k, v in model.module.state_dict().items()}}
+    if cfg.quant != "none":
+        out.update(_finish_quantized(model, cfg, g, full_data, log))
+    return out
+
+
+def _optimizer(model, cfg: DistTrainConfig) -> torch.optim.Optimizer:
+    """Adam over the model parameters, plus quant's quantizer groups (own lrs, no weight decay) when quantized."""
+    if cfg.quant == "none":
+        return torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    from quant.api import quant_param_groups
+
+    qgroups = quant_param_groups(model.module, model.module._quant_cfg, cfg.lr)
+    qids = {id(p) for grp in qgroups for p in grp["params"]}
+    base = [p for p in model.parameters() if id(p) not in qids]
+    return torch.optim.Adam([{"params": base, "lr": cfg.lr, "weight_decay": cfg.weight_decay}] + qgroups)
+
+
+def _finish_quantized(model, cfg: DistTrainConfig, g, full_data, log) -> dict:
+    """Gather the single-process quantized model on rank 0: its quant summary and, with ``export_path``, the
+    accelerator export (``quant.export.export_model``). Every rank returns the global state dict."""
+    from quant.api import quant_summary
+
+    state = global_state_dict(model.module, model.shard)
+    single = gather_quantized_model(model.module, model.shard, full_data)
+    extra = {"global_state_dict": state}
+    if single is not None:
+        extra["quant_summary"] = quant_summary(single)
+        if cfg.export_path:
+            from quant.export import export_model
+
+            graph = dataclasses.replace(g, data=full_data)  # dense features, as the training saw them
+            path = export_model(single, graph, cfg.export_path, overwrite=True,
+                                provenance={"trainer": "distributed.train", "world_size": dist.get_world_size()})
+            extra["export_path"] = str(path)
+            log(f"exported the gathered quantized model to {path}")
+    return extra
 
 
 @torch.no_grad()

@@ -49,8 +49,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--checkpoint-dir", default="")
     p.add_argument("--checkpoint-every", type=int, default=0, help="save with torch.distributed.checkpoint")
-    p.add_argument("--resume", action="store_true", help="continue from --checkpoint-dir")
-    p.add_argument("--quant", default="none", help=f"model quantization (supported: {', '.join(QUANT_MODES)})")
+    p.add_argument("--resume", action="store_true", help="continue from --checkpoint-dir if it holds a checkpoint "
+                   "(else start at epoch 0): safe to pass on every (re)start, e.g. under torchrun --max-restarts")
+    p.add_argument("--metrics-log", default="", help="rank 0 appends one JSON line per epoch (with the restart "
+                   "attempt) to this file")
+    p.add_argument("--quant", default="none", choices=QUANT_MODES,
+                   help="quantized training with quant.quantize_ (per-node parameters sharded by owner)")
+    p.add_argument("--target-bits", type=float, default=4.0, help="A2Q memory-penalty target (average bits)")
+    p.add_argument("--export", default="", help="after training: gather the quantized GCN on rank 0 and write a "
+                   "quant.export .qgraph directory here (a2q / degree-aware)")
+    p.add_argument("--crash-at-epoch", type=int, default=-1, help=argparse.SUPPRESS)  # fault injection (tests)
+    p.add_argument("--crash-marker", default="", help=argparse.SUPPRESS)
     p.add_argument("--timeout-s", type=float, default=300, help="collective timeout: no rank waits forever")
     p.add_argument("--out", default="", help="results JSON (rank 0); default runs/dist_<dataset>_<model>.json")
     return p.parse_args(argv)
@@ -68,13 +77,14 @@ def build_config(args: argparse.Namespace, world_size: int) -> DistTrainConfig:
                            weight_decay=args.weight_decay, epochs=args.epochs,
                            partition_method=args.partition_method, seed=args.seed, eval_every=args.eval_every,
                            log_every=args.log_every, checkpoint_every=args.checkpoint_every,
-                           checkpoint_dir=args.checkpoint_dir, resume=args.resume, quant=args.quant)
+                           checkpoint_dir=args.checkpoint_dir, resume=args.resume, quant=args.quant,
+                           target_bits=args.target_bits, export_path=args.export,
+                           metrics_log=args.metrics_log, crash_at_epoch=args.crash_at_epoch,
+                           crash_marker=args.crash_marker)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.quant != "none":  # fail before any process group exists
-        raise SystemExit(f"--quant {args.quant!r} is not yet supported with distributed training; use --quant none")
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     try:
         cfg = build_config(args, world_size)
@@ -89,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         result = train_rank(cfg, log=print if rank == 0 else (lambda *_: None))
         if rank == 0:
             result.pop("state_dict")
+            result.pop("global_state_dict", None)
             out = Path(args.out or f"runs/dist_{cfg.dataset}_{cfg.arch}_{cfg.exchange.codec}.json")
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text(json.dumps(result, indent=1))
