@@ -89,8 +89,11 @@ def build_dir_for(build_root: Path, sim: str, toplevel: str, sources: list[Path]
 
 def run_cocotb(sim: str, toplevel: str, sources: list[Path], test_module: str, *, build_root: Path,
                test_dir: Path, parameters: dict | None = None, testcase: str | None = None,
-               extra_env: dict | None = None, module_dirs: tuple[Path, ...] = ()) -> None:
+               extra_env: dict | None = None, module_dirs: tuple[Path, ...] = (), log_file: Path | None = None
+               ) -> None:
     """Build (cached) and run ``test_module`` (importable from ``module_dirs`` or the repo root) on ``sim``.
+
+    ``log_file``: send the build and simulator output there instead of stdout.
 
     Raises AssertionError when cocotb reports a failure or ran no test (parsed from the results XML).
     """
@@ -112,7 +115,7 @@ def run_cocotb(sim: str, toplevel: str, sources: list[Path], test_module: str, *
     try:
         runner.build(sources=[str(s) for s in sources], hdl_toplevel=toplevel, parameters=parameters,
                      build_dir=build_dir, build_args=VERILATOR_BUILD_ARGS if sim == "verilator" else ICARUS_BUILD_ARGS,
-                     timescale=("1ns", "1ps"), always=not built)
+                     timescale=("1ns", "1ps"), always=not built, log_file=log_file)
     finally:
         if saved is None:
             os.environ.pop("MAKEFLAGS", None)
@@ -127,7 +130,7 @@ def run_cocotb(sim: str, toplevel: str, sources: list[Path], test_module: str, *
         xml_path.unlink()
     try:
         runner.test(hdl_toplevel=toplevel, test_module=test_module, build_dir=build_dir, test_dir=test_dir,
-                    testcase=testcase, extra_env=env, results_xml=str(xml_path))
+                    testcase=testcase, extra_env=env, results_xml=str(xml_path), log_file=log_file)
     except SystemExit as e:  # the runner exits when a test failed; report it as a failure with the results
         xml = xml_path.read_text() if xml_path.exists() else "(no results file)"
         raise AssertionError(f"cocotb reported a failure ({sim}, exit {e.code}):\n{xml}") from None

@@ -168,7 +168,8 @@ def pick_rows(graph: tuple, max_nodes: int, max_rows: int, start: int = 0) -> np
 
 
 def simulate_tile(tile: Tile, *, sim: str, build_root: Path, work_dir: Path, idle: float = 0.0,
-                  backpressure: float = 0.0, max_nodes: int | None = None, seed: int = 1) -> dict:
+                  backpressure: float = 0.0, max_nodes: int | None = None, seed: int = 1,
+                  log_file: Path | None = None) -> dict:
     """Run the tile through ``layer_engine`` on ``sim``; returns ``{"out", "psum" (R, L) lists, "cycles", "err"}``."""
     from hw.rtl.sim import run_cocotb
 
@@ -181,7 +182,8 @@ def simulate_tile(tile: Tile, *, sim: str, build_root: Path, work_dir: Path, idl
     env = {"TILE_NPZ": str(work_dir / "tile.npz"), "TILE_RESULT": str(result), "TILE_IDLE": str(idle),
            "TILE_BACKPRESSURE": str(backpressure), "TILE_SEED": str(seed)}
     run_cocotb(sim, "layer_engine", [RTL_DIR / f"{m}.v" for m in SOURCES], "hw.rtl.layer_engine_tb",
-               build_root=build_root, test_dir=work_dir, parameters=tile.parameters(max_nodes), extra_env=env)
+               build_root=build_root, test_dir=work_dir, parameters=tile.parameters(max_nodes), extra_env=env,
+               log_file=log_file)
     return json.loads(result.read_text())
 
 

@@ -14,6 +14,7 @@ from hw import timing
 from quant.fixed_point import requantize
 
 TOP = "requant"
+ICARUS_FAST = ("test_requant",)
 
 
 def random_elements(rng: random.Random, n: int, out_bits_max: int) -> list[dict[str, int]]:
