@@ -2,7 +2,8 @@
 
 Environment: ``TILE_NPZ`` (a saved :class:`hw.rtl.tile.Tile`), ``TILE_RESULT`` (JSON written here: ``out``,
 ``psum`` (R, L), ``cycles`` = rising edge of the last output row minus that of the first package word (or of the
-first edge beat when the tile has no non-zero input), ``err``), ``TILE_IDLE`` / ``TILE_BACKPRESSURE``
+first edge beat when the tile has no non-zero input), ``combination_cycles`` (first word to the last XW write),
+``aggregation_output_cycles`` (first edge beat to the last output row), ``err``), ``TILE_IDLE`` / ``TILE_BACKPRESSURE``
 (probabilities of idle input / output back-pressure cycles), ``TILE_SEED``. The comparison with the golden model
 is done by the caller (:func:`hw.rtl.tile.check_tile`), so a mismatch is reported with its row and lane.
 """
@@ -14,6 +15,7 @@ import os
 import random
 
 import cocotb
+from cocotb.triggers import FallingEdge
 
 from hw.rtl.rtl_tb import TB, StreamDriver, StreamMonitor, pack_lanes, pause_pattern, unpack_lanes
 from hw.rtl.tile import Tile
@@ -85,11 +87,24 @@ async def run_tile(dut):
         cocotb.start_soon(StreamDriver(tb, "s_pkg_", pause_pattern(idle, rng)).send(pkg))
         cocotb.start_soon(words.send([{"s_word": int(w)} for w in stream.words]))
     cocotb.start_soon(edge_drv.send(edges))
+    xw_done: list[int] = []
+
+    async def watch_xw() -> None:  # rising edge on which the last XW row was written
+        while True:
+            await FallingEdge(dut.clk)
+            if int(dut.xw_rows.value) == tile.nz_rows:
+                xw_done.append(tb.cycle)
+                return
+
+    if pkg:
+        cocotb.start_soon(watch_xw())
     await mon.wait_for(tile.num_rows, 40 * (len(edges) + 10 * int(stream.words.shape[0]) + 64))
     first = words.handshakes[0] if pkg else edge_drv.handshakes[0]
     result = {"out": [unpack_lanes(b["out"], 32, lanes) for b in mon.beats],
               "psum": [unpack_lanes(b["psum"], psum_bits, lanes) for b in mon.beats],
               "cycles": mon.handshakes[tile.num_rows - 1] - first, "err": int(dut.err_code.value) if
-              int(dut.err.value) else 0}
+              int(dut.err.value) else 0,
+              "combination_cycles": xw_done[0] - first if xw_done else None,
+              "aggregation_output_cycles": mon.handshakes[tile.num_rows - 1] - edge_drv.handshakes[0]}
     with open(os.environ["TILE_RESULT"], "w") as fh:
         json.dump(result, fh)
