@@ -7,7 +7,8 @@ Verilator (Icarus when Verilator is not usable), compares every psum and output 
 :func:`quant.integer_gnn.gcn_layer_trace` (and the export's own arrays), and prints
 ``RTL == model: bit-exact, N cycles (model: M)`` with ``M`` = :func:`hw.timing.layer_engine_cycles`. A mismatch
 raises :class:`hw.rtl.tile.TileMismatch`; without a simulator it prints a skip line. Builds and logs go to
-``<run_dir>/rtl/``; ``ctx["rtl"]`` gets a summary dict (also written to ``<run_dir>/rtl/rtl.json``).
+``<run_dir>/rtl/`` (``ctx["rtl_build_root"]``, if given, is the build cache instead); ``ctx["rtl"]`` gets a
+summary dict (also written to ``<run_dir>/rtl/rtl.json``).
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ def step_rtl(ctx: dict) -> None:
         if not np.array_equal(getattr(tile, name), np.asarray(q[f"layer{li}.{name}"], dtype=np.int64)[rows]):
             raise TileMismatch(f"the export's layer{li}.{name} differs from quant.integer_gnn on rows {rows.tolist()}")
     out_dir = Path(ctx["run_dir"]) / "rtl"
-    res = simulate_tile(tile, sim=sim, build_root=out_dir / "build", work_dir=out_dir / "tile", max_nodes=MAX_NODES,
+    build_root = Path(ctx.get("rtl_build_root") or out_dir / "build")
+    res = simulate_tile(tile, sim=sim, build_root=build_root, work_dir=out_dir / "tile", max_nodes=MAX_NODES,
                         log_file=out_dir / "sim.log")
     check_tile(tile, res)  # raises TileMismatch naming the first differing element
     model_cycles = tile.predicted_cycles()
