@@ -112,20 +112,19 @@ def _globalize(msd: dict, osd: dict, model, load: bool) -> None:
 
     for k, shape in _sharded_keys(model).items():
         msd[k] = convert(msd[k])
-        state = osd.get("state", {}).get(k, {})
-        for name, v in state.items():
-            if isinstance(v, Tensor) and v.shape == shape:
-                state[name] = convert(v)
+        if k in osd.get("state", {}):  # a new dict: the optimizer's own state must stay untouched
+            osd["state"][k] = {name: convert(v) if isinstance(v, Tensor) and v.shape == shape else v
+                               for name, v in osd["state"][k].items()}
 
 
 def _localize(msd: dict, osd: dict, model) -> None:
     owned = model.part.owned
     for k, shape in _sharded_keys(model).items():
         msd[k] = msd[k][owned].clone()
-        state = osd.get("state", {}).get(k, {})
-        for name, v in state.items():
-            if isinstance(v, Tensor) and v.dim() and v.size(0) == model.shard.num_nodes and v.dim() == len(shape):
-                state[name] = v[owned].clone()
+        if k in osd.get("state", {}):
+            osd["state"][k] = {name: v[owned].clone() if isinstance(v, Tensor) and v.dim() == len(shape)
+                               and v.size(0) == model.shard.num_nodes else v
+                               for name, v in osd["state"][k].items()}
 
 
 def _checkpoint(model, opt, epoch: int, path: str, load: bool) -> int:
@@ -167,7 +166,11 @@ def train_rank(cfg: DistTrainConfig, log=print) -> dict:
     if world != cfg.num_parts:
         raise ValueError(f"world size {world} != --parts {cfg.num_parts}; launch with --nproc-per-node "
                          f"{cfg.num_parts} or pass --parts {world}")
+    if rank != 0:  # rank 0 first: PyG may process the raw files, and concurrent readers see half-written ones
+        dist.barrier()
     g = load_dataset(cfg.dataset, split_seed=cfg.seed)
+    if rank == 0:
+        dist.barrier()
     if g.task != "node":
         raise ValueError(f"dataset {cfg.dataset!r} is a {g.task!r} task; distributed training needs a node task")
     data, split = g.data, g.splits[0]

@@ -83,6 +83,20 @@ def build_config(args: argparse.Namespace, world_size: int) -> DistTrainConfig:
                            crash_marker=args.crash_marker)
 
 
+def init_process_group(timeout: timedelta) -> None:
+    """gloo group from the env:// variables. Under torchrun, the keys go under a per-attempt prefix of the agent's
+    store: restarted workers otherwise read the dead attempt's gloo addresses and time out connecting (seen with
+    torch 2.13 and ``--max-restarts``)."""
+    if "TORCHELASTIC_RESTART_COUNT" not in os.environ:
+        dist.init_process_group("gloo", timeout=timeout)
+        return
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world, is_master=False,
+                          timeout=timeout)
+    store = dist.PrefixStore(f"distributed.train/attempt{os.environ['TORCHELASTIC_RESTART_COUNT']}", store)
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=world, timeout=timeout)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
@@ -93,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     if "MASTER_ADDR" not in os.environ:  # plain `python -m distributed.train`: a one-rank group
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ.get("MASTER_PORT", "29533"),
                           RANK="0", WORLD_SIZE="1")
-    dist.init_process_group("gloo", timeout=timedelta(seconds=args.timeout_s))
+    init_process_group(timedelta(seconds=args.timeout_s))
     try:
         rank = dist.get_rank()
         result = train_rank(cfg, log=print if rank == 0 else (lambda *_: None))
