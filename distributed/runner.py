@@ -97,6 +97,16 @@ def _local_index(global_idx: Tensor, owned: Tensor, num_nodes: int) -> Tensor:
     return pos[pos >= 0]
 
 
+def check_layout(world_size: int, num_parts: int, num_nodes: int | None = None) -> None:
+    """Raise a ValueError that says what to do when the launch does not fit the partitioning."""
+    if world_size != num_parts:
+        raise ValueError(f"world size {world_size} != --parts {num_parts}; launch with --nproc-per-node "
+                         f"{num_parts} or pass --parts {world_size}")
+    if num_nodes is not None and num_parts > num_nodes:
+        raise ValueError(f"{num_parts} partitions for a graph of {num_nodes} nodes: every rank needs at least one "
+                         f"node; launch at most {num_nodes} ranks")
+
+
 def _sharded_keys(model) -> dict[str, torch.Size]:
     """FQNs (in `get_state_dict` naming) of per-node quantizer parameters -> their local (owned) shape."""
     return {n: p.shape for n, p in model.named_parameters() if getattr(p, SHARDED_ATTR, False)}
@@ -163,9 +173,7 @@ def train_rank(cfg: DistTrainConfig, log=print) -> dict:
     from gnn.data.loaders import load_dataset
 
     rank, world = dist.get_rank(), dist.get_world_size()
-    if world != cfg.num_parts:
-        raise ValueError(f"world size {world} != --parts {cfg.num_parts}; launch with --nproc-per-node "
-                         f"{cfg.num_parts} or pass --parts {world}")
+    check_layout(world, cfg.num_parts)
     if rank != 0:  # rank 0 first: PyG may process the raw files, and concurrent readers see half-written ones
         dist.barrier()
     g = load_dataset(cfg.dataset, split_seed=cfg.seed)
@@ -176,6 +184,7 @@ def train_rank(cfg: DistTrainConfig, log=print) -> dict:
     data, split = g.data, g.splits[0]
     x = data.x.to_dense() if data.x.is_sparse else data.x
     n = data.num_nodes
+    check_layout(world, cfg.num_parts, n)  # on every rank, before the partition barrier
     if cfg.cache_partitions:
         if rank == 0:
             cached_partition_nodes(cfg.dataset, data.edge_index, n, world, cfg.partition_method, cfg.seed)
