@@ -1,12 +1,12 @@
 """Accuracy parity of compressed halo exchange: val-selected test accuracy over seeds, per exchange variant.
 
-    python benchmarks/dist_accuracy.py [--dataset cora] [--parts 4] [--seeds 3] [--epochs 100] \\
+    python benchmarks/dist_accuracy.py [--datasets cora,citeseer] [--parts 4] [--seeds 5] [--epochs 100] \\
         [--variants fp32,int1,int1-2c]
 
 Spawns `--parts` gloo CPU ranks once and trains a 2-layer GCN (hidden 16, dropout 0.5) per (variant, seed):
 fp32 exchange, Sylvie's int1 (stochastic row min/max), int1 + pipeline (sync every 10), the contractive int1-2c,
 and int1-2c + delta coding. Test accuracy is taken at the epoch of best validation accuracy. Mean +- std over
-seeds. Writes benchmarks/results/dist_accuracy.json.
+seeds. Writes benchmarks/results/dist_accuracy_<dataset>.json per dataset (one spawn per dataset).
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ VARIANTS = {
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--dataset", default="cora")
+    p.add_argument("--datasets", default="cora", help="comma list, e.g. cora,citeseer")
     p.add_argument("--parts", type=int, default=4)
-    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--epochs", type=int, default=100)
     p.add_argument("--hidden", type=int, default=16)
     p.add_argument("--variants", default=",".join(VARIANTS), help=f"comma list of: {', '.join(VARIANTS)}")
@@ -47,31 +47,32 @@ def main() -> None:
     unknown = set(chosen) - set(VARIANTS)
     if unknown:
         raise SystemExit(f"unknown variants {sorted(unknown)}; valid: {', '.join(VARIANTS)}")
-    runs = [(name, seed, DistTrainConfig(dataset=args.dataset, arch="gcn", num_parts=args.parts, seed=seed,
-                                         hidden_dim=args.hidden, epochs=args.epochs, eval_every=2, log_every=0,
-                                         exchange=ex))
-            for seed in range(args.seeds) for name, ex in VARIANTS.items() if name in chosen]
-    start = time.perf_counter()
-    results = spawn(train_many, args.parts, [c for _, _, c in runs])[0]
-    wall_s = time.perf_counter() - start
-    table = {}
-    for (name, _seed, _), r in zip(runs, results, strict=True):
-        table.setdefault(name, {"test_acc": [], "best_val_acc": [], "bytes_per_epoch": []})
-        table[name]["test_acc"].append(r["test_acc_at_best_val"])
-        table[name]["best_val_acc"].append(r["best_val_acc"])
-        table[name]["bytes_per_epoch"].append(r["history"][-1]["exchange_bytes"])
-    for name, t in table.items():
-        accs = t["test_acc"]
-        t["test_mean"] = statistics.mean(accs)
-        t["test_std"] = statistics.stdev(accs) if len(accs) > 1 else 0.0
-        print(f"{name:22s} test {t['test_mean']:.4f} +- {t['test_std']:.4f}  "
-              f"(seeds {[round(a, 4) for a in accs]})  {t['bytes_per_epoch'][0]} B/epoch")
-    payload = {"dataset": args.dataset, "parts": args.parts, "seeds": args.seeds, "epochs": args.epochs,
-               "model": f"gcn 2 layers hidden {args.hidden} dropout 0.5 lr 0.01 wd 5e-4", "variants": table,
-               "wall_s": wall_s, "machine": machine(),
-               "note": "selection: test accuracy at the epoch of best validation accuracy (evaluated every 2 "
-                       "epochs); ranks oversubscribed on this machine, so no timing claims"}
-    print(f"written {save_results('dist_accuracy', payload)} in {wall_s:.0f} s")
+    for dataset in args.datasets.split(","):
+        runs = [(name, seed, DistTrainConfig(dataset=dataset, arch="gcn", num_parts=args.parts, seed=seed,
+                                             hidden_dim=args.hidden, epochs=args.epochs, eval_every=2, log_every=0,
+                                             exchange=ex))
+                for seed in range(args.seeds) for name, ex in VARIANTS.items() if name in chosen]
+        start = time.perf_counter()
+        results = spawn(train_many, args.parts, [c for _, _, c in runs])[0]
+        wall_s = time.perf_counter() - start
+        table = {}
+        for (name, _seed, _), r in zip(runs, results, strict=True):
+            table.setdefault(name, {"test_acc": [], "best_val_acc": [], "bytes_per_epoch": []})
+            table[name]["test_acc"].append(r["test_acc_at_best_val"])
+            table[name]["best_val_acc"].append(r["best_val_acc"])
+            table[name]["bytes_per_epoch"].append(r["history"][-1]["exchange_bytes"])
+        for name, t in table.items():
+            accs = t["test_acc"]
+            t["test_mean"] = statistics.mean(accs)
+            t["test_std"] = statistics.stdev(accs) if len(accs) > 1 else 0.0
+            print(f"{name:22s} test {t['test_mean']:.4f} +- {t['test_std']:.4f}  "
+                  f"(seeds {[round(a, 4) for a in accs]})  {t['bytes_per_epoch'][0]} B/epoch")
+        payload = {"dataset": dataset, "parts": args.parts, "seeds": args.seeds, "epochs": args.epochs,
+                   "model": f"gcn 2 layers hidden {args.hidden} dropout 0.5 lr 0.01 wd 5e-4", "variants": table,
+                   "wall_s": wall_s, "machine": machine(),
+                   "note": "selection: test accuracy at the epoch of best validation accuracy (evaluated every 2 "
+                           "epochs); ranks oversubscribed on this machine, so no timing claims"}
+        print(f"written {save_results(f'dist_accuracy_{dataset}', payload)} in {wall_s:.0f} s")
 
 
 if __name__ == "__main__":
