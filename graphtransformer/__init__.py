@@ -10,9 +10,11 @@ Layout (one idea per file):
 * ``model.py``      single-device reference model; per-layer schedule and per-step dense switching.
 * ``comm.py``       Ulysses all-to-all pair, ring attention (LSE merge, recompute backward), halo exchange; bytes.
 * ``parallel.py``   ``parallelize_graph_transformer(model, mesh, cfg)`` over a ("cp", "hp") DeviceMesh.
+* ``sharding.py``   selective activation checkpointing and FSDP2 (``fully_shard``), applied by ``parallelize``.
+* ``quantize.py``   ``quant.quantize_`` on a graph transformer (QuantPoints on layer inputs, Q/K/V, weights).
 * ``equivalence.py`` spawn-based check that a layout equals the single-process model (outputs and gradients).
 * ``training.py`` / ``train.py``  full-graph node classification, single process or ``torchrun``.
 
-Not yet: FSDP2 parameter sharding, selective activation checkpointing, quantization via ``quant/``, GPU kernels
-(FlexAttention block-sparse), a distributed global token.
+Not yet: GPU kernels (FlexAttention block-sparse), a distributed global token, attention dropout in the
+distributed kernels, quantized sequence-parallel training.
 """

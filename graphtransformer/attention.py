@@ -76,7 +76,7 @@ def flash_dense_attention(q: Tensor, k: Tensor, v: Tensor, scale: float | None =
 
 
 def sparse_attention(q: Tensor, k: Tensor, v: Tensor, edge_index: Tensor,
-                     scale: float | None = None) -> tuple[Tensor, Tensor]:
+                     scale: float | None = None, dropout_p: float = 0.0) -> tuple[Tensor, Tensor]:
     """Edge-list softmax attention: query i attends exactly the keys j with an edge j -> i.
 
     Args:
@@ -84,9 +84,12 @@ def sparse_attention(q: Tensor, k: Tensor, v: Tensor, edge_index: Tensor,
         edge_index: (2, E) int64, sources in [0, Nk) (keys), targets in [0, Nq) (queries). Duplicate edges count
             twice (as in a multigraph); callers pass coalesced edges.
         scale: score scale, default 1 / sqrt(D).
+        dropout_p: attention dropout (GAT-style): each normalised edge weight is zeroed with probability p and
+            the rest scaled by 1 / (1 - p); the lse is that of the undropped softmax. Training only (the caller
+            passes 0 at evaluation); not mergeable across ranks.
 
     Returns:
-        out (H, Nq, D), lse (H, Nq); equal to :func:`dense_attention` with ``mask[dst, src] = True``.
+        out (H, Nq, D), lse (H, Nq); equal to :func:`dense_attention` with ``mask[dst, src] = True`` (p = 0).
     """
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     num_heads, num_q, head_dim = q.shape
@@ -96,6 +99,8 @@ def sparse_attention(q: Tensor, k: Tensor, v: Tensor, edge_index: Tensor,
     m = _safe_max(m.scatter_reduce(1, dst.expand(num_heads, -1), s.detach(), reduce="amax"))  # (H, Nq)
     w = torch.exp(s - m[:, dst])  # (H, E)
     denom = torch.zeros((num_heads, num_q), dtype=s.dtype, device=s.device).index_add(1, dst, w)
+    if dropout_p > 0.0:
+        w = torch.nn.functional.dropout(w, dropout_p, training=True)  # (H, E), after the normaliser
     num = torch.zeros((num_heads, num_q, head_dim), dtype=v.dtype, device=v.device)
     num = num.index_add(1, dst, w.unsqueeze(-1) * v[:, src])  # (H, Nq, D)
     return _finish(num, denom, m)

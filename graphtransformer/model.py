@@ -54,6 +54,9 @@ class GraphTransformerConfig:
     dense_every: int = 0  # > 0: every dense_every-th step runs all layers dense (per-step switching)
     dropout: float = 0.1  # on the residual branches and the input embedding
     input_dropout: float = 0.0  # on the raw node features (GCN-style, before the input projection)
+    attn_dropout: float = 0.0  # on the edge attention weights of sparse layers (GAT-style), training only
+    sparse_residual: bool = True  # False: topology layers replace h by the attention output (GAT-like, no ego
+    #                               shortcut around the neighbourhood aggregation; self loops keep the node itself)
     pe_dim: int = 8
     max_degree: int = 64
 
@@ -69,9 +72,9 @@ class GraphTransformerConfig:
             raise ValueError(f"GraphTransformerConfig: unknown attention kind(s) {bad}; valid: {ATTENTION_KINDS}")
         if self.dense_every < 0 or self.pe_dim < 0 or self.max_degree < 0:
             raise ValueError("GraphTransformerConfig: need dense_every >= 0, pe_dim >= 0, max_degree >= 0")
-        if not (0.0 <= self.dropout < 1.0 and 0.0 <= self.input_dropout < 1.0):
-            raise ValueError(f"GraphTransformerConfig: dropout={self.dropout}, input_dropout={self.input_dropout}; "
-                             f"both must be in [0, 1)")
+        if not all(0.0 <= p < 1.0 for p in (self.dropout, self.input_dropout, self.attn_dropout)):
+            raise ValueError(f"GraphTransformerConfig: dropout={self.dropout}, input_dropout={self.input_dropout}, "
+                             f"attn_dropout={self.attn_dropout}; each must be in [0, 1)")
 
 
 def interleaved_schedule(num_layers: int, dense_period: int = 3) -> tuple[str, ...]:
@@ -108,16 +111,22 @@ def attention_graph(edge_index: Tensor, num_nodes: int, *, max_degree: int = 64,
 
 
 class AttentionCore(nn.Module):
-    """Stateless kernel dispatch; the single point that :mod:`graphtransformer.parallel` replaces.
+    """Kernel dispatch; the single point that :mod:`graphtransformer.parallel` replaces.
 
-    forward(q, k, v (H, N, D), graph, kind) -> out (H, N, D).
+    forward(q, k, v (H, N, D), graph, kind) -> out (H, N, D). ``attn_dropout`` applies to sparse layers in
+    training mode (the distributed cores do not support it: their tests run with dropout 0).
     """
+
+    def __init__(self, attn_dropout: float = 0.0):
+        super().__init__()
+        self.attn_dropout = attn_dropout
 
     def forward(self, q: Tensor, k: Tensor, v: Tensor, graph: AttentionGraph, kind: str) -> Tensor:
         if kind == "dense":
             return flash_dense_attention(q, k, v)[0]
         if kind == "sparse":
-            return sparse_attention(q, k, v, graph.edge_index.to(q.device))[0]
+            p = self.attn_dropout if self.training else 0.0
+            return sparse_attention(q, k, v, graph.edge_index.to(q.device), dropout_p=p)[0]
         if kind == "cluster":
             if graph.plan is None:
                 raise ValueError("AttentionCore: kind 'cluster' needs attention_graph(..., cluster=ClusterConfig())")
@@ -128,13 +137,13 @@ class AttentionCore(nn.Module):
 class GraphAttention(nn.Module):
     """Multi-head self-attention over the node sequence; the kernel is chosen per call."""
 
-    def __init__(self, hidden_dim: int, num_heads: int):
+    def __init__(self, hidden_dim: int, num_heads: int, attn_dropout: float = 0.0):
         super().__init__()
         self.num_heads = num_heads
         self.qkv = Linear(hidden_dim, 3 * hidden_dim)
         self.proj = Linear(hidden_dim, hidden_dim)
         self.q_query, self.q_key, self.q_value = (QuantPoint(r, "node") for r in ("query", "key", "value"))
-        self.core = AttentionCore()
+        self.core = AttentionCore(attn_dropout)
 
     def forward(self, h: Tensor, graph, kind: str) -> Tensor:
         n, f = h.shape
@@ -146,19 +155,23 @@ class GraphAttention(nn.Module):
 
 
 class TransformerLayer(nn.Module):
-    """Pre-norm block: h + Attn(LN(h)), then h + FFN(LN(h)) (FFN width 2 * hidden)."""
+    """Pre-norm block: h + Attn(LN(h)), then h + FFN(LN(h)) (FFN width 2 * hidden). With
+    ``sparse_residual=False`` topology layers (sparse / cluster) use h = Attn(LN(h)) instead."""
 
-    def __init__(self, hidden_dim: int, num_heads: int, dropout: float):
+    def __init__(self, hidden_dim: int, num_heads: int, dropout: float, attn_dropout: float = 0.0,
+                 sparse_residual: bool = True):
         super().__init__()
+        self.sparse_residual = sparse_residual
         self.q_input = QuantPoint("input", "node")
         self.norm1, self.norm2 = nn.LayerNorm(hidden_dim), nn.LayerNorm(hidden_dim)
-        self.attn = GraphAttention(hidden_dim, num_heads)
+        self.attn = GraphAttention(hidden_dim, num_heads, attn_dropout)
         self.ffn = nn.Sequential(Linear(hidden_dim, 2 * hidden_dim), nn.GELU(), Linear(2 * hidden_dim, hidden_dim))
         self.drop = nn.Dropout(dropout)
 
     def forward(self, h: Tensor, graph, kind: str) -> Tensor:
         h = self.q_input(h)  # (N, F) node features entering the layer
-        h = h + self.drop(self.attn(self.norm1(h), graph, kind))
+        a = self.drop(self.attn(self.norm1(h), graph, kind))
+        h = h + a if kind == "dense" or self.sparse_residual else a
         return h + self.drop(self.ffn(self.norm2(h)))
 
 
@@ -185,8 +198,8 @@ class GraphTransformer(nn.Module):
         self.pe = nn.Linear(cfg.pe_dim, cfg.hidden_dim, bias=False) if cfg.pe_dim else None
         if self.pe is not None:
             nn.init.normal_(self.pe.weight, std=0.02)
-        self.layers = nn.ModuleList(TransformerLayer(cfg.hidden_dim, cfg.num_heads, cfg.dropout)
-                                    for _ in range(cfg.num_layers))
+        self.layers = nn.ModuleList(TransformerLayer(cfg.hidden_dim, cfg.num_heads, cfg.dropout, cfg.attn_dropout,
+                                                     cfg.sparse_residual) for _ in range(cfg.num_layers))
         self.norm = nn.LayerNorm(cfg.hidden_dim)
         self.head = Linear(cfg.hidden_dim, cfg.out_dim)
         self.drop = nn.Dropout(cfg.dropout)

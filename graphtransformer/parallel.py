@@ -212,6 +212,9 @@ def parallelize_graph_transformer(model: GraphTransformer, mesh: DeviceMesh, cfg
                          f"use hp in {[d for d in range(1, heads + 1) if heads % d == 0]} and put the rest in cp")
     if mesh.mesh_dim_names != ("cp", "hp"):
         raise ValueError(f"parallelize_graph_transformer: mesh dims {mesh.mesh_dim_names}; build it with build_mesh")
+    if model.cfg.attn_dropout > 0:
+        raise ValueError(f"parallelize_graph_transformer: attn_dropout={model.cfg.attn_dropout} is single-process "
+                         f"only (the distributed kernels cannot drop consistently); build the model with 0")
     if (mesh.size(0), mesh.size(1)) != (cfg.cp, cfg.hp):
         raise ValueError(f"parallelize_graph_transformer: mesh shape {(mesh.size(0), mesh.size(1))} != "
                          f"(cp={cfg.cp}, hp={cfg.hp})")

@@ -2,7 +2,7 @@
 
 Single process:   python -m graphtransformer.train --dataset cora --attention interleaved
 Sequence parallel: torchrun --nproc-per-node 4 -m graphtransformer.train --dataset coauthor-cs \\
-                       --attention interleaved --cp 2 --hp 2
+                       --attention interleaved --cp 2 --hp 2 [--fsdp] [--checkpoint-layers 0,1]
 (gloo on CPU). Distributed runs relabel nodes in METIS-cluster order (one cluster per rank) so that each rank's
 contiguous chunk is a cluster and the halo exchange of sparse layers stays small; accuracies are unaffected.
 """
@@ -22,6 +22,7 @@ from graphtransformer.cluster import cluster_order, metis_clusters
 from graphtransformer.model import GraphTransformer
 from graphtransformer.training import (
     ATTENTION_CHOICES,
+    OPTIMIZERS,
     PE_CHOICES,
     Rows,
     TrainConfig,
@@ -34,23 +35,30 @@ from graphtransformer.training import (
 
 
 def _parse() -> argparse.Namespace:
+    defaults = TrainConfig()
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--dataset", default="cora", help="gnn.data.loaders name (node task), e.g. cora, coauthor-cs")
-    p.add_argument("--attention", default="interleaved", choices=ATTENTION_CHOICES,
+    p.add_argument("--attention", default=defaults.attention, choices=ATTENTION_CHOICES,
                    help="interleaved = (sparse, sparse, dense) per 3 layers")
-    p.add_argument("--layers", type=int, default=3)
-    p.add_argument("--hidden", type=int, default=64)
-    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--layers", type=int, default=defaults.num_layers)
+    p.add_argument("--hidden", type=int, default=defaults.hidden_dim)
+    p.add_argument("--heads", type=int, default=defaults.num_heads)
     p.add_argument("--dense-every", type=int, default=0, help="every n-th step all layers dense (0 = off)")
-    p.add_argument("--pe", default="laplacian", choices=PE_CHOICES)
-    p.add_argument("--epochs", type=int, default=200)
-    p.add_argument("--patience", type=int, default=50)
-    p.add_argument("--lr", type=float, default=5e-3)
-    p.add_argument("--dropout", type=float, default=0.3)
+    p.add_argument("--pe", default=defaults.pe, choices=PE_CHOICES)
+    p.add_argument("--epochs", type=int, default=defaults.epochs)
+    p.add_argument("--patience", type=int, default=defaults.patience)
+    p.add_argument("--lr", type=float, default=defaults.lr)
+    p.add_argument("--weight-decay", type=float, default=defaults.weight_decay)
+    p.add_argument("--optimizer", default=defaults.optimizer, choices=OPTIMIZERS)
+    p.add_argument("--dropout", type=float, default=defaults.dropout)
+    p.add_argument("--input-dropout", type=float, default=defaults.input_dropout)
+    p.add_argument("--attn-dropout", type=float, default=defaults.attn_dropout, help="sparse layers, 1 process")
     p.add_argument("--seeds", type=int, default=1, help="number of seeds (0..n-1)")
     p.add_argument("--cp", type=int, default=1, help="ring (context-parallel) degree")
     p.add_argument("--hp", type=int, default=1, help="Ulysses (head-parallel) degree")
     p.add_argument("--sparse-comm", default="halo", choices=("halo", "ring"))
+    p.add_argument("--fsdp", action="store_true", help="FSDP2-shard parameters/grads/optimizer state")
+    p.add_argument("--checkpoint-layers", default="", help="comma-separated layers to activation-checkpoint")
     p.add_argument("--out", default=None, help="results JSON (default runs/gt_<dataset>_<attention>.json)")
     return p.parse_args()
 
@@ -75,7 +83,8 @@ def _distributed_rows(graph, args) -> tuple:
         unshard_rows,
     )
 
-    sp = SequenceParallelConfig(cp=args.cp, hp=args.hp, sparse_comm=args.sparse_comm)
+    sp = SequenceParallelConfig(cp=args.cp, hp=args.hp, sparse_comm=args.sparse_comm, fsdp=args.fsdp,
+                                checkpoint_layers=tuple(int(i) for i in args.checkpoint_layers.split(",") if i))
     mesh = build_mesh(sp)
     sharded = shard_graph(graph, sp, dist.get_rank())
     return Rows(sharded, lambda t: shard_rows(t, sharded), lambda t: unshard_rows(t, sharded), sync_gradients), mesh, sp
@@ -86,8 +95,9 @@ def main() -> None:
     from gnn.data.loaders import load_dataset
 
     cfg = TrainConfig(attention=args.attention, num_layers=args.layers, hidden_dim=args.hidden, num_heads=args.heads,
-                      dense_every=args.dense_every, dropout=args.dropout, pe=args.pe, lr=args.lr, epochs=args.epochs,
-                      patience=args.patience)
+                      dense_every=args.dense_every, dropout=args.dropout, input_dropout=args.input_dropout,
+                      attn_dropout=args.attn_dropout, pe=args.pe, lr=args.lr, weight_decay=args.weight_decay,
+                      optimizer=args.optimizer, epochs=args.epochs, patience=args.patience)
     distributed = args.cp * args.hp > 1 or int(os.environ.get("WORLD_SIZE", "1")) > 1
     if distributed:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("WORLD_SIZE", "1"))))
@@ -110,8 +120,8 @@ def main() -> None:
         torch.manual_seed(seed)
         model = GraphTransformer(model_config(cfg, gd.num_features, gd.num_classes))
         if distributed:
+            broadcast_parameters(model)  # before FSDP2 shards them
             model = parallelize_graph_transformer(model, mesh, sp)
-            broadcast_parameters(model)
         records.append(train_seed(model, data, split, pe, rows, cfg, seed))
     result = {"dataset": args.dataset, "config": asdict(cfg), "schedule": list(cfg.schedule()),
               "cp": args.cp, "hp": args.hp, "world_size": dist.get_world_size() if distributed else 1,

@@ -158,3 +158,24 @@ def test_flash_dense_equals_explicit_dense():
     assert (flash_dense_attention(q, k, v)[1] - dense_attention(q, k, v)[1]).abs().max() < 1e-12
     for a, b in zip(g1, g2, strict=True):
         assert (a - b).abs().max() < 1e-12
+
+
+def test_sparse_attention_dropout_drops_normalised_weights():
+    """Attention dropout = dropout on the softmax weights (GAT): same mask via the same RNG draw, lse undropped."""
+    n, p = 15, 0.4
+    ei = _graph(n, 0.3, 11)
+    q, k, v = _qkv(n, n, 12)
+    torch.manual_seed(5)
+    out, lse = sparse_attention(q, k, v, ei, dropout_p=p)
+    torch.manual_seed(5)
+    keep = torch.nn.functional.dropout(torch.ones(H, ei.shape[1], dtype=q.dtype), p, training=True)  # (H, E)
+    probs = torch.zeros(H, n, n, dtype=q.dtype)  # (H, query, key) dropped softmax weights
+    s = (q[:, ei[1]] * k[:, ei[0]]).sum(-1) / math.sqrt(D)
+    for h in range(H):
+        for i in range(n):
+            sel = ei[1] == i
+            probs[h, i, ei[0, sel]] = torch.softmax(s[h, sel], 0) * keep[h, sel]
+    assert (out - probs @ v).abs().max() < 1e-12
+    assert (lse - sparse_attention(q, k, v, ei)[1]).abs().max() < 1e-12
+    out.sum().backward()
+    assert torch.isfinite(q.grad).all()

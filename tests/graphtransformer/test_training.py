@@ -13,7 +13,7 @@ from graphtransformer.training import TrainConfig, model_config, prepare, single
 def test_interleaved_model_learns_sbm():
     gd = sbm_graph(80, num_classes=4, avg_degree=6, num_features=8, seed=0)
     cfg = TrainConfig(attention="interleaved", num_layers=3, hidden_dim=16, num_heads=2, dropout=0.0, pe_dim=4,
-                      lr=1e-2, epochs=25, patience=25)
+                      input_dropout=0.0, sparse_residual=True, optimizer="adamw", lr=1e-2, epochs=25, patience=25)
     graph, pe = prepare(gd.data, cfg)
     torch.manual_seed(0)
     model = GraphTransformer(model_config(cfg, gd.num_features, gd.num_classes))
@@ -26,3 +26,17 @@ def test_train_cli_help():
     out = subprocess.run([sys.executable, "-m", "graphtransformer.train", "--help"], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0 and "--attention" in out.stdout and "--cp" in out.stdout
+
+
+def test_weight_decay_only_on_projection_matrices():
+    from graphtransformer.training import decay_groups
+
+    cfg = TrainConfig(hidden_dim=8, num_heads=2, pe_dim=2)
+    model = GraphTransformer(model_config(cfg, 5, 3))
+    decay, rest = decay_groups(model, 5e-4)
+    names = {id(p): n for n, p in model.named_parameters()}
+    assert decay["weight_decay"] == 5e-4 and rest["weight_decay"] == 0.0
+    assert {names[id(p)] for p in decay["params"]} == {n for n, p in model.named_parameters()
+                                                       if n.endswith("weight") and p.ndim == 2 and n != "degree.weight"}
+    assert "degree.weight" in {names[id(p)] for p in rest["params"]}
+    assert len(decay["params"]) + len(rest["params"]) == len(list(model.parameters()))
