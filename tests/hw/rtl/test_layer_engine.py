@@ -80,6 +80,14 @@ def test_layer_engine_random(sim, sim_exe, rtl_build_root, tmp_path):
         res = simulate_tile(tile, sim=sim, build_root=rtl_build_root, work_dir=tmp_path / f"t{i}", max_nodes=MAX_NODES)
         check_tile(tile, res)
         assert res["cycles"] == tile.predicted_cycles(), f"config {config}"
+    scheme, agg, bias, relu, last = CONFIGS[0]  # an all-zero input tile: no packages, aggregation starts at once
+    layer, x, graph = random_gcn_layer(5, 10, 16, 7, 20, psum_bits=32, frac_bits=14, xw_scheme=scheme, agg=agg,
+                                       bias=bias, relu=relu, last=last)
+    tile = cut_tile(layer, np.zeros_like(x), graph, np.arange(10))
+    assert tile.nz_rows == 0
+    res = simulate_tile(tile, sim=sim, build_root=rtl_build_root, work_dir=tmp_path / "zero", max_nodes=MAX_NODES)
+    check_tile(tile, res)
+    assert res["cycles"] == tile.predicted_cycles()
     tile = _random_tile(20, CONFIGS[0])
     res = simulate_tile(tile, sim=sim, build_root=rtl_build_root, work_dir=tmp_path / "stall", idle=0.3,
                         backpressure=0.4, max_nodes=MAX_NODES, seed=7)
