@@ -36,6 +36,8 @@ class ModelConfig:
         attn_dropout: GAT dropout on attention coefficients.
         pool: ``"none"`` for node tasks; ``"sum"``/``"mean"`` for graph tasks (readout of every layer,
             concatenated, then a two-layer head, as in the GIN paper).
+        readout_input: graph tasks: also pool the input features into the readout (the GIN paper's readout
+            runs over every iteration "including k = 0", Xu et al. 2019, Eq. 4.2).
     """
 
     arch: Literal["gcn", "gin", "gat", "sage"]
@@ -50,6 +52,7 @@ class ModelConfig:
     out_heads: int = 1
     attn_dropout: float = 0.6
     pool: Literal["none", "sum", "mean"] = "none"
+    readout_input: bool = False
 
     def __post_init__(self) -> None:
         if self.arch not in ARCHS:
@@ -125,7 +128,7 @@ class GNN(nn.Module):
             self.convs.append(make_conv(cfg, dims[i], dims[i + 1], is_last))
             self.norms.append(nn.Identity() if is_last and node_task else _norm(cfg.norm, dims[i + 1]))
         if not node_task:
-            readout = sum(dims[1:])
+            readout = sum(dims if cfg.readout_input else dims[1:])
             self.head = nn.Sequential(Linear(readout, hidden), nn.ReLU(), nn.Dropout(cfg.dropout),
                                       Linear(hidden, cfg.out_dim))
 
@@ -139,7 +142,7 @@ class GNN(nn.Module):
 
     def forward(self, x: Tensor, edge_index: Tensor, batch: Tensor | None = None) -> Tensor:
         cfg = self.cfg
-        readouts = []
+        readouts = [x] if cfg.pool != "none" and cfg.readout_input else []
         for i, (conv, norm) in enumerate(zip(self.convs, self.norms, strict=True)):
             is_last = i == cfg.num_layers - 1
             p = cfg.dropout if cfg.pool == "none" else 0.0

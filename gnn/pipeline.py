@@ -60,6 +60,8 @@ STEPS: list[Step] = [
     Step("export", _lazy("quant.pipeline_steps", "step_export"), "export the quantized model for the accelerator"),
     Step("simulate", _lazy("hw.pipeline_steps", "step_simulate"),
          "simulate the export on the MEGA-style accelerator and the HyGCN-like baseline"),
+    Step("rtl", _lazy("hw.rtl.pipeline_step", "step_rtl"),
+         "run one layer tile of the export in RTL simulation (bit-exact and cycle check against the model)"),
 ]
 
 

@@ -54,3 +54,18 @@ def test_sparse_input_equals_dense(arch):
     gs = torch.autograd.grad(sparse.square().sum(), m.convs[0].lin.weight)[0]
     torch.testing.assert_close(sparse, dense, atol=1e-6, rtol=1e-5)
     torch.testing.assert_close(gs, gd, atol=1e-6, rtol=1e-5)
+
+
+def test_graph_readout_can_include_the_input():
+    """readout_input pools the input features too (GIN paper Eq. 4.2): the head reads F_in more columns, and
+    the logits then depend on the input even where every layer's output is held fixed."""
+    cfg = ModelConfig(arch="gin", in_dim=4, out_dim=2, hidden_dim=8, num_layers=2, pool="sum", norm="batch")
+    with_input = build_model(ModelConfig(**{**cfg.__dict__, "readout_input": True}))
+    assert with_input.head[0].in_dim == 4 + 8 + 8
+    assert build_model(cfg).head[0].in_dim == 8 + 8
+    x = torch.randn(5, 4)
+    ei = torch.tensor([[0, 1, 2, 3], [1, 2, 3, 4]])
+    out = with_input.eval()(x, ei, torch.zeros(5, dtype=torch.long))
+    assert out.shape == (1, 2)
+    out.sum().backward()
+    assert with_input.head[0].weight.grad[:, :4].abs().sum() > 0  # the input columns receive gradient
