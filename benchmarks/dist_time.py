@@ -3,6 +3,9 @@
     python benchmarks/dist_time.py [--scale 17] [--hidden 64] [--ranks 2,4] [--codecs fp32,int8,int1,int1-2c] \\
         [--epochs 3] [--bandwidth-gbit 1.0]
 
+Each ``--ranks`` value is one spawn (~5 min at scale 17 on the loaded 2-core machine): run ``--ranks 2`` and
+``--ranks 4`` separately; rows of other rank counts already in the JSON (same graph and width) are kept.
+
 Graph: R-MAT (`gnn.data.synthetic.powerlaw_graph`, 2^scale nodes, >= 2M directed edges at scale 17), METIS
 partitions, a 2-layer GCN (dropout 0.5), synchronous exchange. Per (ranks, codec, link) it times ``--epochs``
 training epochs after one warm-up epoch (which also moves the layer-0 input once) and reports medians:
@@ -31,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _common import machine, save_results  # noqa: E402
+from _common import load_results, machine, save_results  # noqa: E402
 
 CODECS = ("fp32", "int8", "int1", "int1-2c")
 
@@ -163,15 +166,27 @@ def summarise(per_rank: list[list[dict]], world: int, cores: int) -> list[dict]:
     return rows
 
 
+def speedups(rows: list[dict]) -> dict[str, dict[str, float]]:
+    """fp32 / codec ratios of the epoch time and of the communication time, per (ranks, link, codec)."""
+    out = {}
+    for r in rows:
+        ref = next((x for x in rows if x["codec"] == "fp32" and x["ranks"] == r["ranks"] and x["link"] == r["link"]),
+                   None)
+        if r["codec"] != "fp32" and ref is not None:
+            out[f"{r['ranks']} ranks, {r['link']}, {r['codec']}"] = {
+                "epoch": ref["epoch_s"] / r["epoch_s"], "comm": ref["comm_s"] / max(r["comm_s"], 1e-9)}
+    return out
+
+
 def main() -> None:
     from distributed.launch import spawn
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--scale", type=int, default=17, help="R-MAT scale: 2^scale nodes, 16 2^scale sampled edges")
     p.add_argument("--hidden", type=int, default=64)
-    p.add_argument("--ranks", default="2,4")
+    p.add_argument("--ranks", default="2", help="comma list of world sizes, e.g. 2,4")
     p.add_argument("--codecs", default=",".join(CODECS))
-    p.add_argument("--epochs", type=int, default=3, help="timed epochs per run (after one warm-up epoch)")
+    p.add_argument("--epochs", type=int, default=2, help="timed epochs per run (after one warm-up epoch)")
     p.add_argument("--bandwidth-gbit", type=float, default=1.0, help="emulated link; 0 = loopback only")
     args = p.parse_args()
     codec_list = args.codecs.split(",")
@@ -181,23 +196,25 @@ def main() -> None:
     links = [0.0] + ([args.bandwidth_gbit * 1e9 / 8] if args.bandwidth_gbit > 0 else [])
     cores = os.cpu_count() or 1
     start, rows, graph = time.perf_counter(), [], None
-    for world in [int(r) for r in args.ranks.split(",")]:
+    worlds = [int(r) for r in args.ranks.split(",")]
+    for world in worlds:
+        t = time.perf_counter()
         per_rank = spawn(worker, world, args.scale, args.hidden, codec_list, links, args.epochs)
         graph = next(r["graph"] for r in per_rank[0] if "graph" in r)
-        rows += summarise(per_rank, world, cores)
+        rows += [{**r, "run_wall_s": time.perf_counter() - t} for r in summarise(per_rank, world, cores)]
+    old = load_results("dist_time")  # runs of other rank counts on the same graph and model are kept
+    if old.get("graph") == graph and old.get("hidden") == args.hidden:
+        rows = [r for r in old.get("rows", []) if r["ranks"] not in worlds] + rows
     for r in rows:
         print(f"{r['ranks']} ranks{' (oversubscribed)' if r['oversubscribed'] else ''} {r['link']:22s} "
-              f"{r['codec']:8s} epoch {r['epoch_s']:.3f} s = compute {r['compute_s']:.3f} + comm {r['comm_s']:.3f} "
-              f"+ wait {r['wait_s']:.3f} + codec {r['codec_s']:.3f}  ({r['bytes'] / 1e6:.1f} MB)")
-    speedup = {}
-    for r in rows:
-        if r["codec"] != "fp32":
-            ref = next(x for x in rows if x["codec"] == "fp32" and x["ranks"] == r["ranks"] and x["link"] == r["link"])
-            speedup[f"{r['ranks']} ranks, {r['link']}, {r['codec']}"] = ref["epoch_s"] / r["epoch_s"]
+              f"{r['codec']:8s} epoch {r['epoch_s']:.3f} s; compute {r['compute_s']:.3f}, comm {r['comm_s']:.3f}, "
+              f"wait {r['wait_s']:.3f}, codec {r['codec_s']:.3f} (max over ranks each)  {r['bytes'] / 1e6:.1f} MB")
+    speedup = speedups(rows)
     for k, v in speedup.items():
-        print(f"speedup over fp32: {k}: {v:.2f}x")
-    payload = {"graph": graph, "model": f"gcn 2 layers hidden {args.hidden} dropout 0.5, synchronous exchange",
-               "rows": rows, "speedup_epoch_vs_fp32": speedup, "wall_s": time.perf_counter() - start,
+        print(f"vs fp32, {k}: epoch {v['epoch']:.2f}x, communication {v['comm']:.2f}x")
+    payload = {"graph": graph, "hidden": args.hidden,
+               "model": f"gcn 2 layers hidden {args.hidden} dropout 0.5, synchronous exchange",
+               "rows": rows, "speedup_vs_fp32": speedup, "wall_s": time.perf_counter() - start,
                "machine": machine(), "cores": cores,
                "bandwidth_mode": "emulated: sleep(max(bytes sent, bytes received) / bandwidth) after every "
                                  "collective (ring all_reduce: 2(P-1)/P of the buffer); not a real network",
