@@ -43,16 +43,19 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--targets", default="4,1.7", help="target average bits of a2q")
     p.add_argument("--degree-targets", default="4,1.7", help="target average bits of degree-aware")
     p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--penalty-weight", type=float, default=2.5, help="a of the memory penalty (learned-bit methods)")
     p.add_argument("--epochs", type=int, help="override the preset's epochs")
     p.add_argument("--out", type=Path, default=RESULTS / "quant_table.json")
     return p.parse_args(argv)
 
 
-def run_cell(graph, arch: str, method: str, target: float, seeds: list[int], epochs: int | None) -> dict:
+def run_cell(graph, arch: str, method: str, target: float, seeds: list[int], epochs: int | None,
+             penalty_weight: float = 2.5) -> dict:
     model_cfg, train_cfg = model_and_train_config(graph, arch)
     dense = method == "fp32-dense"
     quant = "none" if dense else method
-    train_cfg = replace(train_cfg, quant=quant, target_bits=target, epochs=epochs or train_cfg.epochs)
+    train_cfg = replace(train_cfg, quant=quant, target_bits=target, epochs=epochs or train_cfg.epochs,
+                        penalty_weight=penalty_weight)
     if dense:  # timing reference only: one seed, at most TIMING_EPOCHS epochs
         seeds, train_cfg = seeds[:1], replace(train_cfg, epochs=min(train_cfg.epochs, TIMING_EPOCHS))
     runs = []
@@ -74,6 +77,8 @@ def run_cell(graph, arch: str, method: str, target: float, seeds: list[int], epo
             cell[key] = {"mean": float(v.mean()), "std": float(v.std(ddof=1)) if v.size > 1 else 0.0}
         if method in LEARNED:
             cell["gap_to_target_bits"] = cell["avg_bits"]["mean"] - target
+            cell["penalty_weight"] = train_cfg.penalty_weight
+            cell["runs_within_bit_budget"] = sum(bool(q.get("within_budget")) for q in qs)
         cell["bits_histogram_seed0"] = qs[0]["bits_histogram"]
         cell["mean_bits_by_in_degree_seed0"] = qs[0]["mean_bits_by_in_degree"]
         cell["compression"] = 32.0 / cell["avg_bits"]["mean"] if cell["avg_bits"]["mean"] else None
@@ -134,7 +139,7 @@ def main(argv=None) -> dict:
             for method in args.methods.split(","):
                 cell_targets = {"a2q": targets, "degree-aware": degree_targets}.get(method, [4.0])
                 for target in cell_targets:
-                    cell = run_cell(graph, arch, method, target, seeds, args.epochs)
+                    cell = run_cell(graph, arch, method, target, seeds, args.epochs, args.penalty_weight)
                     if method in ("none", "fp32-dense"):
                         fp32_ms[method] = cell["ms_per_epoch"]
                     ref = fp32_ms.get("fp32-dense", fp32_ms.get("none"))

@@ -35,6 +35,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--dropout", type=float)
     p.add_argument("--quant", default="none", help=f"one of: {', '.join(QUANT_METHODS)}")
     p.add_argument("--target-bits", type=float, help="average feature bits for --quant a2q/degree-aware")
+    p.add_argument("--penalty-weight", type=float,
+                   help="weight a of the memory penalty a*relu(M - M_target)^2, M in KB (default 2.5, A2Q's)")
     p.add_argument("--split-seed", type=int, default=0, help="seed of random splits and CV folds")
     p.add_argument("--data-root", help="directory holding raw datasets (else GNN_DATA_ROOT, the mirror, download)")
     p.add_argument("--run-dir", type=Path, help="output directory (default: runs/<dataset>_<model>_<time>)")
@@ -57,7 +59,8 @@ def main(argv: list[str] | None = None) -> dict:
         model_cfg, train_cfg = model_and_train_config(graph, args.model)
         model_cfg = with_overrides(model_cfg, hidden_dim=args.hidden, num_layers=args.layers, dropout=args.dropout)
         train_cfg = with_overrides(train_cfg, epochs=args.epochs, lr=args.lr, weight_decay=args.weight_decay,
-                                   quant=args.quant, target_bits=args.target_bits, device=args.device)
+                                   quant=args.quant, target_bits=args.target_bits, device=args.device,
+                                   penalty_weight=args.penalty_weight)
     except (DataError, ValueError) as e:
         sys.exit(f"error: {e}")
     run_dir = args.run_dir or Path("runs") / f"{graph.name}_{args.model}_{args.quant}_{time.strftime('%Y%m%d-%H%M%S')}"

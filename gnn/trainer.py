@@ -39,7 +39,11 @@ class TrainConfig:
             (0: constant; the GIN paper halves it every 50 epochs).
         batch_size: graphs per mini-batch (graph tasks).
         quant: quantization method applied with ``quant.quantize_`` before training (``"none"``: FP32).
-        target_bits: average feature bits the quantization's memory penalty aims at.
+        target_bits: average feature bits the quantization's memory penalty aims at. With learned bits
+            (a2q, degree-aware), model selection prefers epochs whose stored average bits meet the target:
+            a model over budget is chosen only if no epoch meets it, and the result says so
+            (``quant_summary["within_budget"]``).
+        penalty_weight: ``a`` of the memory penalty ``a * relu(M - M_target)^2`` (M in KB).
         checkpoint_every: save a resumable checkpoint every this many epochs.
         device: ``"cpu"`` or ``"cuda"``.
     """
@@ -53,6 +57,7 @@ class TrainConfig:
     batch_size: int = 32
     quant: str = "none"
     target_bits: float = 4.0
+    penalty_weight: float = 2.5
     checkpoint_every: int = 50
     device: str = "cpu"
 
@@ -115,8 +120,23 @@ def wants_sparse_input(model: nn.Module, graph: GraphData) -> bool:
     return x.numel() > 1_000_000 and float((x != 0).float().mean()) < 0.05
 
 
-def _is_better(val_acc: float, val_loss: float, best_acc: float, best_loss: float) -> bool:
+def _is_better(val_acc: float, val_loss: float, best_acc: float, best_loss: float, within_budget: bool = True,
+               best_within_budget: bool = True) -> bool:
+    """Higher validation accuracy, ties by lower validation loss; an epoch within the bit budget always beats
+    one over it."""
+    if within_budget != best_within_budget:
+        return within_budget
     return val_acc > best_acc or (val_acc == best_acc and val_loss < best_loss)
+
+
+def _stored_average_bits(model: nn.Module, cfg: TrainConfig) -> float | None:
+    """Average stored feature bits (without the sign bit) of a model with learned bits, else None."""
+    if cfg.quant not in ("a2q", "degree-aware"):
+        return None
+    from quant.api import memory_kb
+
+    m, elems_kb = memory_kb(model, rounded=True)
+    return None if m is None or elems_kb == 0 else float(m.detach()) / elems_kb
 
 
 class _Task:
@@ -212,7 +232,7 @@ def apply_quantization(model: nn.Module, graph: GraphData, cfg: TrainConfig) -> 
         return model
     from quant.api import QuantConfig, quantize_
 
-    qcfg = QuantConfig(method=cfg.quant, target_bits=cfg.target_bits)
+    qcfg = QuantConfig(method=cfg.quant, target_bits=cfg.target_bits, penalty_weight=cfg.penalty_weight)
     quantize_(model, qcfg, graph.data if graph.task == "node" else None)
     model._quant_config = qcfg
     return model
@@ -231,7 +251,8 @@ def train_one(model: nn.Module, graph: GraphData, split: Split, cfg: TrainConfig
     opt, penalty = _make_optimizer(model, cfg)
     # Constant when lr_decay_every is 0 (a step of 10**9 epochs never fires).
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=cfg.lr_decay_every or 10**9, gamma=cfg.lr_decay)
-    best = {"acc": -1.0, "loss": math.inf, "epoch": -1, "test": 0.0, "state": None}
+    best = {"acc": -1.0, "loss": math.inf, "epoch": -1, "test": 0.0, "state": None, "within_budget": False,
+            "bits": None}
     max_test, step_seconds, start_epoch = 0.0, [], 1
     last_path = run_dir / "last.pt" if run_dir else None
     if run_dir:
@@ -254,9 +275,11 @@ def train_one(model: nn.Module, graph: GraphData, split: Split, cfg: TrainConfig
         ev = task.evaluate(model)
         (val_loss, val_acc), (_, test_acc) = ev["val"], ev["test"]
         max_test = max(max_test, test_acc)
-        if _is_better(val_acc, val_loss, best["acc"], best["loss"]):
+        bits = _stored_average_bits(model, cfg)
+        within = bits is None or bits <= cfg.target_bits + 1e-9
+        if _is_better(val_acc, val_loss, best["acc"], best["loss"], within, best.get("within_budget", True)):
             best = {"acc": val_acc, "loss": val_loss, "epoch": epoch, "test": test_acc,
-                    "state": copy.deepcopy(model.state_dict())}
+                    "state": copy.deepcopy(model.state_dict()), "within_budget": within, "bits": bits}
             if run_dir:
                 torch.save(best["state"], run_dir / "best.pt")
         if run_dir:
@@ -278,6 +301,8 @@ def train_one(model: nn.Module, graph: GraphData, split: Split, cfg: TrainConfig
         from quant.api import quant_summary
 
         summary = quant_summary(model)
+        if best["bits"] is not None:
+            summary["within_budget"] = bool(best["within_budget"])
     result = SeedResult(seed=seed, fold=fold, best_epoch=best["epoch"], val_acc=best["acc"],
                         val_loss=best["loss"], test_acc=best["test"], max_test_acc_over_epochs=max_test,
                         ms_per_epoch=1000.0 * float(np.mean(step_seconds)), quant_summary=summary)

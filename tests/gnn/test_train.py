@@ -113,3 +113,23 @@ def test_invalid_train_config():
             raise ValueError("cuda present: nothing to check")
     with pytest.raises(ValueError):
         ModelConfig(arch="gcn", in_dim=0, out_dim=2)
+
+
+def test_selection_prefers_epochs_within_the_bit_budget(cora):
+    """With learned bits, an epoch within the target beats any epoch over it; the result says whether the
+    selected model met the budget (a 0-bit target cannot be met: reported, not hidden)."""
+    from gnn.trainer import _is_better
+
+    assert _is_better(0.5, 1.0, 0.9, 0.1, within_budget=True, best_within_budget=False)
+    assert not _is_better(0.95, 0.1, 0.5, 1.0, within_budget=False, best_within_budget=True)
+    assert _is_better(0.95, 0.1, 0.5, 1.0, within_budget=True, best_within_budget=True)
+    model_cfg, _ = model_and_train_config(cora, "gcn")
+    met = {}
+    for target in (8.0, 0.0):
+        seed_everything(0)
+        r = train_one(build_model(model_cfg), cora, cora.splits[0],
+                      TrainConfig(epochs=3, quant="a2q", target_bits=target), seed=0, progress=False)
+        met[target] = r.quant_summary["within_budget"]
+        if met[target]:
+            assert r.quant_summary["avg_bits"] <= target
+    assert met == {8.0: True, 0.0: False}
