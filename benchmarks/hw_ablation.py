@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without install
 
 from hw.config import ablation_variants, preset
 from hw.report import run_simulation

@@ -20,6 +20,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without install
+
 import numpy as np
 import torch
 
