@@ -51,7 +51,8 @@ class EquivalenceCase:
     chunk_rows: int = 7  # small, not dividing the block, so the chunked ring kernels are exercised
     fsdp: bool = False
     checkpoint_layers: tuple[int, ...] = ()
-    optimizer_step: bool = False  # one AdamW step (lr 1e-2, weight decay 1e-2, eps 1e-6) on both models
+    optimizer_step: bool = False  # one AdamW step (lr 1e-2, weight decay 1e-2) on both models
+    dtype: str = "float64"  # "float32" exercises the reduce ops gloo gets for fp32 gradients (FSDP2)
 
 
 def _problem(case: EquivalenceCase):
@@ -63,15 +64,16 @@ def _problem(case: EquivalenceCase):
     cfg = GraphTransformerConfig(in_dim=5, out_dim=3, hidden_dim=case.num_heads * case.head_dim,
                                  num_heads=case.num_heads, num_layers=len(case.schedule), schedule=case.schedule,
                                  dropout=0.0, pe_dim=2, max_degree=8)
-    x = torch.randn(n, 5, generator=g, dtype=torch.float64)
-    pe = torch.randn(n, 2, generator=g, dtype=torch.float64)
-    w = torch.randn(n, 3, generator=g, dtype=torch.float64)  # loss = sum(logits * w)
+    dt = getattr(torch, case.dtype)
+    x = torch.randn(n, 5, generator=g, dtype=torch.float64).to(dt)
+    pe = torch.randn(n, 2, generator=g, dtype=torch.float64).to(dt)
+    w = torch.randn(n, 3, generator=g, dtype=torch.float64).to(dt)  # loss = sum(logits * w)
     return graph, cfg, x, pe, w
 
 
-def _model(cfg: GraphTransformerConfig, seed: int) -> GraphTransformer:
+def _model(cfg: GraphTransformerConfig, seed: int, dtype: str = "float64") -> GraphTransformer:
     torch.manual_seed(seed)
-    return GraphTransformer(cfg).double()
+    return GraphTransformer(cfg).to(getattr(torch, dtype))
 
 
 def _worker(rank: int, world: int, port: int, case: EquivalenceCase, out_dir: str) -> None:
@@ -79,14 +81,14 @@ def _worker(rank: int, world: int, port: int, case: EquivalenceCase, out_dir: st
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     try:
         graph, cfg, x, pe, w = _problem(case)
-        ref = _model(cfg, case.seed)
+        ref = _model(cfg, case.seed, case.dtype)
         ref_out = ref(x, graph, pe)
         (ref_out * w).sum().backward()
 
         sp = SequenceParallelConfig(cp=case.cp, hp=case.hp, sparse_comm=case.sparse_comm, fsdp=case.fsdp,
                                     checkpoint_layers=case.checkpoint_layers)
         counter = CommCounter()
-        model = _model(cfg, case.seed)
+        model = _model(cfg, case.seed, case.dtype)
         broadcast_parameters(model)
         model = parallelize_graph_transformer(model, build_mesh(sp), sp, counter, case.chunk_rows)
         sharded = shard_graph(graph, sp, rank)
@@ -101,9 +103,11 @@ def _worker(rank: int, world: int, port: int, case: EquivalenceCase, out_dir: st
         param_err = None
         if case.optimizer_step:
             # Adam's first step is lr * g / (|g| + eps): a gradient difference d moves a parameter by up to
-            # lr * d / (4 eps), so eps = 1e-8 would turn 1e-14 gradient noise into 1e-9; eps = 1e-6 keeps it < 1e-10.
+            # lr * d / (4 eps), so eps = 1e-8 would turn 1e-14 gradient noise into 1e-9; eps = 1e-6 keeps it < 1e-10
+            # in float64, eps = 1e-2 keeps float32's ~4e-6 gradient noise < 1e-5.
+            eps = 1e-6 if case.dtype == "float64" else 1e-2
             for m in (model, ref):
-                torch.optim.AdamW(m.parameters(), lr=1e-2, weight_decay=1e-2, eps=1e-6).step()
+                torch.optim.AdamW(m.parameters(), lr=1e-2, weight_decay=1e-2, eps=eps).step()
             param_err = max((full_tensor(p.detach()) - q.detach()).abs().max().item() for p, q in pairs)
         per_layer = {f"layers.{i}": {ph: counter.total(layer=f"layers.{i}", phase=ph)
                                      for ph in ("forward", "backward")} for i in range(cfg.num_layers)}

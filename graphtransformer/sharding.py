@@ -58,6 +58,9 @@ def shard_parameters(model: nn.Module, mesh: DeviceMesh, reshard_after_forward: 
     for m in model.modules():
         if isinstance(m, FSDPModule):
             m.set_gradient_divide_factor(1.0)  # partial sums of one loss, not data-parallel replicas
+            # A custom divide factor makes FSDP2 pick ReduceOp.PREMUL_SUM for float32 gradients, which gloo rejects
+            # ("Cannot use ReduceOp.PREMUL_SUM with Gloo"); plain SUM (then scaling by 1) works on every backend.
+            m.set_force_sum_reduction_for_comms(True)
     return model
 
 

@@ -45,8 +45,9 @@ class TrainConfig:
     input_dropout: float = 0.5
     attn_dropout: float = 0.0
     sparse_residual: bool = False
-    pe: str = "laplacian"
-    pe_dim: int = 8
+    pe: str = "none"  # on Cora the Laplacian PE and degree embedding let the model memorise the 140 training
+    pe_dim: int = 8  # nodes (val 75.8 -> 79.4 without them, seed 0); they stay available for other graphs
+    max_degree: int = 0  # degree-embedding rows (0: a learned constant, no degree information)
     lr: float = 5e-3
     weight_decay: float = 5e-4
     optimizer: str = "adam"
@@ -108,7 +109,7 @@ def model_config(cfg: TrainConfig, in_dim: int, out_dim: int) -> GraphTransforme
                                   dense_every=cfg.dense_every, dropout=cfg.dropout,
                                   input_dropout=cfg.input_dropout, attn_dropout=cfg.attn_dropout,
                                   sparse_residual=cfg.sparse_residual,
-                                  pe_dim=cfg.pe_dim if cfg.pe != "none" else 0)
+                                  pe_dim=cfg.pe_dim if cfg.pe != "none" else 0, max_degree=cfg.max_degree)
 
 
 def _mask(idx: Tensor, n: int) -> Tensor:

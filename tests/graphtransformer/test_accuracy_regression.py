@@ -31,7 +31,8 @@ def _train(data, split, in_dim, classes, cfg, seed=0):
 
 
 CFG = TrainConfig(attention="interleaved", num_layers=3, hidden_dim=32, num_heads=2, dropout=0.1, input_dropout=0.0,
-                  sparse_residual=True, pe="laplacian", pe_dim=4, lr=1e-2, optimizer="adamw", epochs=40, patience=40)
+                  sparse_residual=True, max_degree=64, pe="laplacian", pe_dim=4, lr=1e-2, optimizer="adamw", epochs=40,
+                  patience=40)
 
 
 def test_features_are_not_swamped_by_structural_embeddings_at_init(bag_of_words_task):

@@ -133,6 +133,16 @@ def test_fsdp2_and_activation_checkpointing_step_equals_single_process():
         assert r["sharded"] > 0 and r["param_err"] < 1e-10, r
 
 
+def test_fsdp2_float32_step_on_gloo():
+    """float32 gradients: FSDP2 with a custom divide factor would use PREMUL_SUM, which gloo rejects; the step must
+    run and match the single-process step to fp32 precision."""
+    case = EquivalenceCase(cp=1, hp=2, sparse_comm="ring", schedule=("sparse", "dense"), fsdp=True,
+                           checkpoint_layers=(1,), optimizer_step=True, dtype="float32")
+    results = run_equivalence(case)
+    for r in results:
+        assert r["out_err"] < 1e-5 and r["grad_err"] < 1e-5 and r["param_err"] < 1e-5 and r["sharded"] > 0, r
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("cp,hp,sparse_comm,ckpt", [(1, 2, "ring", (0, 1)), (2, 2, "halo", (1,))])
 def test_fsdp2_checkpointing_other_layouts(cp, hp, sparse_comm, ckpt):

@@ -92,7 +92,7 @@ def test_quantize_fills_every_point_and_changes_the_forward():
 def test_degree_aware_4bit_trains(bag_of_words_task):
     data, split, vocab, classes = bag_of_words_task()
     cfg = TrainConfig(attention="interleaved", num_layers=3, hidden_dim=32, num_heads=2, dropout=0.1,
-                      input_dropout=0.0, sparse_residual=True, pe="random-walk", pe_dim=4, lr=1e-2,
+                      input_dropout=0.0, sparse_residual=True, max_degree=64, pe="random-walk", pe_dim=4, lr=1e-2,
                       optimizer="adamw", epochs=40, patience=40)
     graph, pe = prepare(data, cfg)
     torch.manual_seed(0)

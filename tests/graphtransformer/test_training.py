@@ -13,7 +13,8 @@ from graphtransformer.training import TrainConfig, model_config, prepare, single
 def test_interleaved_model_learns_sbm():
     gd = sbm_graph(80, num_classes=4, avg_degree=6, num_features=8, seed=0)
     cfg = TrainConfig(attention="interleaved", num_layers=3, hidden_dim=16, num_heads=2, dropout=0.0, pe_dim=4,
-                      input_dropout=0.0, sparse_residual=True, optimizer="adamw", lr=1e-2, epochs=25, patience=25)
+                      input_dropout=0.0, sparse_residual=True, pe="laplacian", max_degree=64, optimizer="adamw",
+                      lr=1e-2, epochs=25, patience=25)
     graph, pe = prepare(gd.data, cfg)
     torch.manual_seed(0)
     model = GraphTransformer(model_config(cfg, gd.num_features, gd.num_classes))
