@@ -45,6 +45,7 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--heads", type=int, default=defaults.num_heads)
     p.add_argument("--dense-every", type=int, default=0, help="every n-th step all layers dense (0 = off)")
     p.add_argument("--pe", default=defaults.pe, choices=PE_CHOICES)
+    p.add_argument("--max-degree", type=int, default=defaults.max_degree, help="degree-embedding size (0 = off)")
     p.add_argument("--epochs", type=int, default=defaults.epochs)
     p.add_argument("--patience", type=int, default=defaults.patience)
     p.add_argument("--lr", type=float, default=defaults.lr)
@@ -96,7 +97,8 @@ def main() -> None:
 
     cfg = TrainConfig(attention=args.attention, num_layers=args.layers, hidden_dim=args.hidden, num_heads=args.heads,
                       dense_every=args.dense_every, dropout=args.dropout, input_dropout=args.input_dropout,
-                      attn_dropout=args.attn_dropout, pe=args.pe, lr=args.lr, weight_decay=args.weight_decay,
+                      attn_dropout=args.attn_dropout, pe=args.pe, max_degree=args.max_degree, lr=args.lr,
+                      weight_decay=args.weight_decay,
                       optimizer=args.optimizer, epochs=args.epochs, patience=args.patience)
     distributed = args.cp * args.hp > 1 or int(os.environ.get("WORLD_SIZE", "1")) > 1
     if distributed:
