@@ -60,8 +60,8 @@ def step_rtl(ctx: dict) -> None:
     for name in ("psum", "out"):  # the golden trace and the export agree on these rows
         if not np.array_equal(getattr(tile, name), np.asarray(q[f"layer{li}.{name}"], dtype=np.int64)[rows]):
             raise TileMismatch(f"the export's layer{li}.{name} differs from quant.integer_gnn on rows {rows.tolist()}")
-    out_dir = Path(ctx["run_dir"]) / "rtl"
-    build_root = Path(ctx.get("rtl_build_root") or out_dir / "build")
+    out_dir = (Path(ctx["run_dir"]) / "rtl").resolve()  # the simulator runs in its build folder: absolute paths
+    build_root = Path(ctx.get("rtl_build_root") or out_dir / "build").resolve()
     res = simulate_tile(tile, sim=sim, build_root=build_root, work_dir=out_dir / "tile", max_nodes=MAX_NODES,
                         log_file=out_dir / "sim.log")
     check_tile(tile, res)  # raises TileMismatch naming the first differing element

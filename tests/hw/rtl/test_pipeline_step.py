@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,7 +19,9 @@ def ctx(cora_export, tmp_path, rtl_build_root):
     return {"export_path": cora_export.path, "run_dir": tmp_path, "rtl_build_root": rtl_build_root}
 
 
-def test_step_rtl_bit_exact(ctx, verilator_exe, capsys):
+def test_step_rtl_bit_exact(ctx, verilator_exe, capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    ctx["run_dir"] = Path("demo_run")  # relative, as `make demo` passes it: the simulator runs elsewhere
     step_rtl(ctx)
     out = capsys.readouterr().out
     r = ctx["rtl"]
