@@ -54,7 +54,45 @@ def render_speed(res: dict) -> list[str]:
     return lines
 
 
-RENDERERS = {"fp32_accuracy": render_fp32, "train_speed": render_speed}
+def render_quant(res: dict) -> list[str]:
+    lines = ["## Quantization (validation-selected test accuracy, %)", "",
+             "File: `benchmarks/results/quant_table.json`; commands: "
+             + "; ".join(f"`{c}`" for c in res.get("commands", [res.get("command", "")])) + ".",
+             "", res.get("note", ""), "",
+             "| dataset | model | method | target bits | penalty a | test acc | max test over epochs (A2Q-code style, "
+             "not the headline) | avg bits (no sign) | avg bits (with sign) | 32/bits | runs within budget |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for c in res.get("cells", []):
+        bits = c.get("avg_bits")
+        lines.append(
+            f"| {c['dataset']} | {c['model']} | {c['method']} | {c.get('target_bits') or '-'} | "
+            f"{c.get('penalty_weight', '-')} | {_pm(c['test_acc'])} | {_pm(c['max_test_acc_over_epochs'])} | "
+            f"{bits['mean']:.3f} | {c['avg_bits_with_sign']['mean']:.3f} | {c['compression']:.1f} | "
+            f"{c.get('runs_within_bit_budget', '-')} |" if bits else
+            f"| {c['dataset']} | {c['model']} | {c['method']} | - | - | {_pm(c['test_acc'])} | "
+            f"{_pm(c['max_test_acc_over_epochs'])} | 32 | 32 | 1.0 | - |")
+    timing = res.get("timing_same_run")
+    if timing:
+        lines += ["", f"Epoch time relative to FP32 in one run (`{timing['command']}`; {timing['note']}):", "",
+                  "| method | ms/epoch | x FP32 |", "|---|---|---|"]
+        lines += [f"| {c['method']} | {c['ms_per_epoch']:.1f} | {c['time_per_epoch_vs_fp32']:.2f} |"
+                  for c in timing["cells"]]
+    lines += ["", "Plots: " + ", ".join(f"`{Path(p).name}`" for p in res.get("plots", [])), ""]
+    return lines
+
+
+def render_gt_accuracy(res: dict) -> list[str]:
+    lines = ["## Graph transformer accuracy (validation-selected test accuracy, %)", "",
+             f"Command: `python {res.get('command', 'benchmarks/gt_accuracy.py')}`.", "",
+             "| dataset | GCN (gnn/) | graph transformer (interleaved) | gap (pt) |", "|---|---|---|---|"]
+    for name, d in res.get("datasets", {}).items():
+        lines.append(f"| {name} | {_pm(d['gcn']['test_acc'])} | {_pm(d['gt_interleaved']['test_acc'])} | "
+                     f"{d['gap_pts']:+.2f} |")
+    return lines + [""]
+
+
+RENDERERS = {"fp32_accuracy": render_fp32, "train_speed": render_speed, "quant_table": render_quant,
+             "gt_accuracy": render_gt_accuracy}
 
 
 def render_other(name: str, res: dict) -> list[str]:
