@@ -80,7 +80,9 @@ def make_conv(cfg: ModelConfig, in_dim: int, out_dim: int, is_last: bool) -> nn.
     if cfg.arch == "sage":
         return SAGEConv(in_dim, out_dim)
     if cfg.arch == "gin":
-        return GINConv(in_dim, out_dim, mlp=gin_mlp(in_dim, out_dim), train_eps=True)
+        # The MLP's inner width is the model's hidden width, also in the last node-level layer: an inner width
+        # of out_dim (the class count) put a C-wide BatchNorm+ReLU bottleneck before the logits (Cora: 63%).
+        return GINConv(in_dim, out_dim, mlp=gin_mlp(in_dim, out_dim, cfg.hidden_dim), train_eps=True)
     if is_last and cfg.pool == "none":
         return GATConv(in_dim, out_dim, heads=cfg.out_heads, concat=False, dropout=cfg.attn_dropout)
     return GATConv(in_dim, out_dim // cfg.heads, heads=cfg.heads, dropout=cfg.attn_dropout)

@@ -45,8 +45,8 @@ def model_and_train_config(graph: GraphData, arch: str) -> tuple[ModelConfig, Tr
     elif arch == "sage":
         model = ModelConfig(arch="sage", hidden_dim=64, dropout=0.5, **dims)
         train = TrainConfig(epochs=200 if small else 300, lr=0.01, weight_decay=5e-4)
-    else:  # gin on node tasks
-        model = ModelConfig(arch="gin", hidden_dim=64, dropout=0.5, **dims)
+    else:  # gin on node tasks; Planetoid: hidden 128 and dropout 0.8, chosen on validation accuracy (3 seeds)
+        model = ModelConfig(arch="gin", hidden_dim=128 if small else 64, dropout=0.8 if small else 0.5, **dims)
         train = TrainConfig(epochs=200 if small else 300, lr=0.01, weight_decay=5e-4)
     return model, train
 
