@@ -48,10 +48,13 @@ def a2q_quantize(x: Tensor, step: Tensor, bits: Tensor) -> tuple[Tensor, Tensor]
 
     Returns ``(codes, x_q)``, both shaped like ``x``; ``codes`` are float tensors holding integers.
     """
-    qmax = a2q_qmax(bits)
-    v = torch.maximum(torch.minimum(x / step, qmax), -qmax)
-    codes = round_half_away(v)
+    codes = _codes(x / step, a2q_qmax(bits))
     return codes, codes * step
+
+
+def _codes(v: Tensor, qmax: Tensor) -> Tensor:
+    """round_half_away(clamp(v, -qmax, qmax)): the codes of the scaled values ``v = x / s``."""
+    return round_half_away(torch.clamp(v, -qmax, qmax))
 
 
 def _reduce(g: Tensor, shape: torch.Size, mean: bool) -> Tensor:
@@ -67,34 +70,39 @@ class A2QFakeQuant(Function):
 
     Inputs: ``x`` (any shape), ``step`` (> 0, broadcastable to x), ``bits`` (continuous bits, broadcastable; rounded
     half away from zero in forward, straight-through in backward), ``local`` (bool: Local Gradient).
+
+    Only the scaled input ``v = x / s`` and the codes are kept for backward (the clip mask and sign(x) = sign(v)
+    follow from them), and every derivative is one ``where`` over them: the per-element work is a few passes,
+    which is what the training-time overhead of A2Q over FP32 is made of.
     """
 
     @staticmethod
     def forward(ctx, x: Tensor, step: Tensor, bits: Tensor, local: bool) -> Tensor:
-        b = round_half_away(bits)
-        qmax = a2q_qmax(b)
-        v_raw = x / step
-        inside = v_raw.abs() <= qmax
-        codes, x_q = a2q_quantize(x, step, b)
-        ctx.save_for_backward(x, step, qmax, v_raw, inside, codes, x_q)
+        qmax = a2q_qmax(round_half_away(bits))  # broadcast shape of bits
+        v = x / step
+        codes = _codes(v, qmax)
+        x_q = codes * step
+        ctx.save_for_backward(step, qmax, v, codes, *((x, x_q) if local else ()))
         ctx.local = local
         ctx.shapes = (step.shape, bits.shape)
         return x_q
 
     @staticmethod
     def backward(ctx, grad_out: Tensor):
-        x, step, qmax, v_raw, inside, codes, x_q = ctx.saved_tensors
+        step, qmax, v, codes, *local_pair = ctx.saved_tensors
         step_shape, bits_shape = ctx.shapes
-        in_f = inside.to(x.dtype)
-        sign_x = torch.sign(x)
-        grad_x = grad_out * in_f if ctx.needs_input_grad[0] else None
-        g = torch.sign(x_q - x) if ctx.local else grad_out
+        inside = v.abs() <= qmax
+        zero = v.new_zeros(())
+        grad_x = torch.where(inside, grad_out, zero) if ctx.needs_input_grad[0] else None
+        g = torch.sign(local_pair[1] - local_pair[0]) if ctx.local else grad_out
         grad_s = grad_b = None
+        if ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:
+            sign_v = torch.sign(v)  # = sign(x), since s > 0
         if ctx.needs_input_grad[1]:
-            ds = (codes - v_raw) * in_f + sign_x * qmax * (1.0 - in_f)
+            ds = torch.where(inside, codes - v, sign_v * qmax)
             grad_s = _reduce(g * ds, step_shape, ctx.local)
         if ctx.needs_input_grad[2]:
-            db = (1.0 - in_f) * sign_x * (qmax + 1.0) * LN2 * step
+            db = torch.where(inside, zero, sign_v * ((qmax + 1.0) * LN2 * step))
             grad_b = _reduce(g * db, bits_shape, ctx.local)
         return grad_x, grad_s, grad_b, None
 
