@@ -3,7 +3,9 @@
 Single process:   python -m graphtransformer.train --dataset cora --attention interleaved
 Sequence parallel: torchrun --nproc-per-node 4 -m graphtransformer.train --dataset coauthor-cs \\
                        --attention interleaved --cp 2 --hp 2 [--fsdp] [--checkpoint-layers 0,1]
-(gloo on CPU). Distributed runs relabel nodes in METIS-cluster order (one cluster per rank) so that each rank's
+(gloo on CPU). Quantization-aware training (single process): --quant a2q|degree-aware|dq-int8|dq-int4
+[--target-bits 4]; the average feature bits go into the results JSON.
+Distributed runs relabel nodes in METIS-cluster order (one cluster per rank) so that each rank's
 contiguous chunk is a cluster and the halo exchange of sparse layers stays small; accuracies are unaffected.
 """
 
@@ -32,6 +34,7 @@ from graphtransformer.training import (
     summarize,
     train_seed,
 )
+from quant.config import METHODS as QUANT_METHODS
 
 
 def _parse() -> argparse.Namespace:
@@ -60,6 +63,10 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--sparse-comm", default="halo", choices=("halo", "ring"))
     p.add_argument("--fsdp", action="store_true", help="FSDP2-shard parameters/grads/optimizer state")
     p.add_argument("--checkpoint-layers", default="", help="comma-separated layers to activation-checkpoint")
+    p.add_argument("--quant", default="none", choices=("none", *QUANT_METHODS),
+                   help="quantization-aware training through quant.quantize_ (single process only)")
+    p.add_argument("--target-bits", type=float, default=4.0, help="average feature bits (a2q, degree-aware)")
+    p.add_argument("--penalty-weight", type=float, default=2.5, help="a of the memory penalty a*relu(M-M_t)^2")
     p.add_argument("--out", default=None, help="results JSON (default runs/gt_<dataset>_<attention>.json)")
     return p.parse_args()
 
@@ -91,6 +98,24 @@ def _distributed_rows(graph, args) -> tuple:
     return Rows(sharded, lambda t: shard_rows(t, sharded), lambda t: unshard_rows(t, sharded), sync_gradients), mesh, sp
 
 
+def _train_quantized(model: GraphTransformer, graph, pe, data, split, cfg: TrainConfig, seed: int,
+                     args: argparse.Namespace) -> dict:
+    """One seed of quantization-aware training; the record gains the average feature bits
+    (without / with the sign bit) of the model after the last epoch."""
+    from graphtransformer.quantize import quant_optimizer, quantize_graph_transformer
+    from quant.api import QuantConfig, quant_summary
+
+    qcfg = QuantConfig(method=args.quant, target_bits=args.target_bits, penalty_weight=args.penalty_weight)
+    qmodel = quantize_graph_transformer(model, graph, pe, data, qcfg)
+    opt, penalty = quant_optimizer(qmodel, qcfg, cfg.lr, cfg.weight_decay)
+    record = train_seed(qmodel, data, split, pe, single_process_rows(data.edge_index), cfg, seed, opt=opt,
+                        penalty=penalty)
+    summary = quant_summary(qmodel)
+    record["final_avg_bits"] = summary.get("avg_bits")
+    record["final_avg_bits_with_sign"] = summary.get("avg_bits_with_sign")
+    return record
+
+
 def main() -> None:
     args = _parse()
     from gnn.data.loaders import load_dataset
@@ -101,6 +126,9 @@ def main() -> None:
                       weight_decay=args.weight_decay,
                       optimizer=args.optimizer, epochs=args.epochs, patience=args.patience)
     distributed = args.cp * args.hp > 1 or int(os.environ.get("WORLD_SIZE", "1")) > 1
+    if distributed and args.quant != "none":
+        raise SystemExit("error: --quant runs single-process only (per-node quantizer tables are indexed by global "
+                         "node id); drop --quant or run with python -m graphtransformer.train and --cp 1 --hp 1")
     if distributed:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("WORLD_SIZE", "1"))))
         dist.init_process_group("gloo")
@@ -124,8 +152,11 @@ def main() -> None:
         if distributed:
             broadcast_parameters(model)  # before FSDP2 shards them
             model = parallelize_graph_transformer(model, mesh, sp)
-        records.append(train_seed(model, data, split, pe, rows, cfg, seed))
-    result = {"dataset": args.dataset, "config": asdict(cfg), "schedule": list(cfg.schedule()),
+        if args.quant != "none":
+            records.append(_train_quantized(model, graph, pe, data, split, cfg, seed, args))
+        else:
+            records.append(train_seed(model, data, split, pe, rows, cfg, seed))
+    result = {"dataset": args.dataset, "config": asdict(cfg), "schedule": list(cfg.schedule()), "quant": args.quant,
               "cp": args.cp, "hp": args.hp, "world_size": dist.get_world_size() if distributed else 1,
               "seeds": records, **summarize(records)}
     if not distributed or dist.get_rank() == 0:

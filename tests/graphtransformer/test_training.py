@@ -41,3 +41,24 @@ def test_weight_decay_only_on_projection_matrices():
                                                        if n.endswith("weight") and p.ndim == 2 and n != "degree.weight"}
     assert "degree.weight" in {names[id(p)] for p in rest["params"]}
     assert len(decay["params"]) + len(rest["params"]) == len(list(model.parameters()))
+
+
+def test_train_cli_quantized_run_reports_bits(tmp_path):
+    out_json = tmp_path / "gt.json"
+    cmd = [sys.executable, "-m", "graphtransformer.train", "--dataset", "cora", "--quant", "degree-aware",
+           "--target-bits", "4", "--epochs", "3", "--patience", "3", "--layers", "2", "--hidden", "16",
+           "--heads", "2", "--out", str(out_json)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    import json
+
+    result = json.loads(out_json.read_text())
+    assert result["quant"] == "degree-aware"
+    bits = result["seeds"][0]["final_avg_bits"]
+    assert 0.0 < bits <= 8.0  # learned per-degree feature bits, without the sign bit
+
+
+def test_train_cli_refuses_distributed_quantization():
+    out = subprocess.run([sys.executable, "-m", "graphtransformer.train", "--quant", "a2q", "--cp", "2"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0 and "single-process only" in out.stderr
