@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch import Tensor
 
@@ -36,3 +38,46 @@ def gcn_norm(edge_index: Tensor, num_nodes: int, dtype: torch.dtype = torch.floa
     deg_inv_sqrt = deg.rsqrt()
     src, dst = edge_index
     return edge_index, deg_inv_sqrt[src] * deg_inv_sqrt[dst]
+
+
+def csr_adjacency(edge_index: Tensor, num_nodes: int, weight: Tensor | None = None, reduce: str = "sum",
+                  dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
+    """The aggregation matrix ``A`` (N_dst, N_src) of a graph and its transpose, both in CSR.
+
+    ``A[i, j]`` is the summed weight of the edges j -> i (weight 1 when ``weight`` is None); with
+    ``reduce="mean"`` row i is divided by the in-degree of i (rows of nodes without in-edges stay empty).
+    Then ``A @ X`` is the sum (mean) of neighbour rows that message passing computes, and ``A^T @ G`` its
+    gradient with respect to X.
+
+    Shapes: edge_index (2, E), weight (E,) -> two sparse CSR tensors (N, N).
+    """
+    if reduce not in ("sum", "mean"):
+        raise ValueError(f"csr_adjacency: reduce must be 'sum' or 'mean', not {reduce!r}")
+    src, dst = edge_index
+    w = torch.ones(src.numel(), dtype=dtype, device=src.device) if weight is None else weight.to(dtype)
+    if reduce == "mean":
+        deg = in_degree(edge_index, num_nodes).to(dtype)  # (N,)
+        w = w / deg.clamp_min(1.0)[dst]
+    a = torch.sparse_coo_tensor(torch.stack([dst, src]), w, (num_nodes, num_nodes), check_invariants=False)
+    a = a.coalesce()  # sums duplicate edges, as message passing does
+    with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state": CSR @ dense is what we use
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
+        return a.to_sparse_csr(), a.t().coalesce().to_sparse_csr()
+
+
+class _CsrMatmul(torch.autograd.Function):
+    """``A @ H`` with a constant sparse ``A``; backward ``A^T @ G`` (no gradient for A)."""
+
+    @staticmethod
+    def forward(ctx, h: Tensor, a: Tensor, a_t: Tensor) -> Tensor:
+        ctx.a_t = a_t
+        return a @ h
+
+    @staticmethod
+    def backward(ctx, grad_out: Tensor):
+        return ctx.a_t @ grad_out.contiguous(), None, None
+
+
+def csr_matmul(a: Tensor, a_t: Tensor, h: Tensor) -> Tensor:
+    """Differentiable ``A @ H`` for the pair returned by `csr_adjacency`. h: (N_src, F) dense -> (N_dst, F)."""
+    return _CsrMatmul.apply(h.contiguous(), a, a_t)

@@ -7,6 +7,7 @@ import torch
 from torch import Tensor, nn
 from torch_geometric.nn import MessagePassing
 
+from gnn.conv.aggregation import CsrAggregation
 from gnn.conv.linear import Linear
 from gnn.conv.quant_point import QuantPoint
 
@@ -44,6 +45,7 @@ class GINConv(MessagePassing):
             self.register_buffer("eps", torch.tensor([eps]))
         self.q_input = QuantPoint("input", "node")
         self.q_aggregate = QuantPoint("aggregate", "node")
+        self._csr = CsrAggregation("sum")
 
     def reset_parameters(self) -> None:
         for m in self.mlp.modules():
@@ -69,12 +71,18 @@ class GINConv(MessagePassing):
         if self.projects_first():
             first = self.mlp[0]
             xw = first.project(x)  # (N, H)
-            h = self.propagate(edge_index, x=xw) + (1 + self.eps) * xw
+            h = self._sum(edge_index, xw) + (1 + self.eps) * xw
             if first.bias is not None:
                 h = h + first.bias
             return self.mlp[1:](h)  # (N, F_out)
-        h = self.propagate(edge_index, x=x) + (1 + self.eps) * x  # (N, F_in)
+        h = self._sum(edge_index, x) + (1 + self.eps) * x  # (N, F_in)
         return self.mlp(self.q_aggregate(h))  # (N, F_out)
+
+    def _sum(self, edge_index: Tensor, x: Tensor) -> Tensor:
+        """Sum of the in-neighbours' rows. x: (N, F) -> (N, F)."""
+        if CsrAggregation.applies(edge_index, x):
+            return self._csr(edge_index, x)
+        return self.propagate(edge_index, x=x)
 
     def message(self, x_j: Tensor) -> Tensor:
         return x_j

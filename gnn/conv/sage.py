@@ -6,6 +6,7 @@ from __future__ import annotations
 from torch import Tensor
 from torch_geometric.nn import MessagePassing
 
+from gnn.conv.aggregation import CsrAggregation
 from gnn.conv.linear import Linear
 from gnn.conv.quant_point import QuantPoint
 
@@ -27,6 +28,7 @@ class SAGEConv(MessagePassing):
         self.lin_root = Linear(in_dim, out_dim, bias=False)
         self.q_input = QuantPoint("input", "node")
         self.q_aggregate = QuantPoint("aggregate", "node")
+        self._csr = CsrAggregation("mean")
 
     def reset_parameters(self) -> None:
         self.lin_neigh.reset_parameters()
@@ -45,12 +47,18 @@ class SAGEConv(MessagePassing):
     def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
         x = self.q_input(x)  # (N, F_in), dense or sparse COO
         if self.projects_first():
-            neigh = self.propagate(edge_index, x=self.lin_neigh.project(x))  # (N, F_out)
+            neigh = self._mean(edge_index, self.lin_neigh.project(x))  # (N, F_out)
             if self.lin_neigh.bias is not None:  # after the mean, so nodes without neighbours get the bias too
                 neigh = neigh + self.lin_neigh.bias
             return neigh + self.lin_root(x)  # (N, F_out)
-        agg = self.q_aggregate(self.propagate(edge_index, x=x))  # (N, F_in)
+        agg = self.q_aggregate(self._mean(edge_index, x))  # (N, F_in)
         return self.lin_neigh(agg) + self.lin_root(x)  # (N, F_out)
+
+    def _mean(self, edge_index: Tensor, x: Tensor) -> Tensor:
+        """Mean of the in-neighbours' rows (0 without in-edges). x: (N, F) -> (N, F)."""
+        if CsrAggregation.applies(edge_index, x):
+            return self._csr(edge_index, x)
+        return self.propagate(edge_index, x=x)
 
     def message(self, x_j: Tensor) -> Tensor:
         return x_j
