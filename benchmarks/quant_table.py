@@ -4,10 +4,12 @@
 
 Per (dataset, model, method, target): validation-selected test accuracy mean +- std over seeds (and the
 A2Q-code-style max test accuracy over epochs, never the headline), learned average feature bits without / with
-the sign bit (the A2Q headline convention is *without*), gap to the target, training time per epoch relative to
-FP32 with dense input (the ``fp32-dense`` cell: one seed, 20 epochs, timing only; the trainer feeds quantized
-models dense features while FP32 GCN/GAT get sparse bag-of-words input, so both ratios are reported).
+the sign bit (the A2Q headline convention is *without*), gap to the target, and training time per epoch relative to
+the FP32 cell of the same command (meaningful only when the cells ran one after another in one process; the
+interleaved measurement is ``benchmarks/quant_speed.py``).
 Writes benchmarks/results/quant_table.json (after every cell), quant_acc_vs_bits.png, quant_bits_vs_degree.png.
+``--merge`` keeps the cells of earlier commands (a cell with the same dataset, model, method, target, penalty
+weight and epochs is replaced) and lists every command in the file.
 """
 
 from __future__ import annotations
@@ -32,40 +34,33 @@ from gnn.trainer import seed_everything, summarize, train_one
 
 RESULTS = Path(__file__).parent / "results"
 LEARNED = ("a2q", "degree-aware")
-TIMING_EPOCHS = 20
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--datasets", default="cora", help="comma-separated node-task datasets")
     p.add_argument("--models", default="gcn", help="comma-separated: gcn, gat, gin, sage")
-    p.add_argument("--methods", default="none,fp32-dense,dq-int8,dq-int4,a2q,degree-aware",
-                   help="none = FP32 as the trainer runs it (sparse bag-of-words input for GCN/GAT); fp32-dense = "
-                        "FP32 with dense input, the timing reference of the quantized runs (which use dense input)")
+    p.add_argument("--methods", default="none,dq-int8,dq-int4,a2q,degree-aware", help="none = FP32")
     p.add_argument("--targets", default="4,1.7", help="target average bits of a2q")
     p.add_argument("--degree-targets", default="4,1.7", help="target average bits of degree-aware")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--penalty-weight", type=float, default=2.5, help="a of the memory penalty (learned-bit methods)")
     p.add_argument("--epochs", type=int, help="override the preset's epochs")
     p.add_argument("--out", type=Path, default=RESULTS / "quant_table.json")
+    p.add_argument("--merge", action="store_true", help="add to the cells already in --out instead of replacing")
     return p.parse_args(argv)
 
 
 def run_cell(graph, arch: str, method: str, target: float, seeds: list[int], epochs: int | None,
              penalty_weight: float = 2.5) -> dict:
     model_cfg, train_cfg = model_and_train_config(graph, arch)
-    dense = method == "fp32-dense"
-    quant = "none" if dense else method
+    quant = method
     train_cfg = replace(train_cfg, quant=quant, target_bits=target, epochs=epochs or train_cfg.epochs,
                         penalty_weight=penalty_weight)
-    if dense:  # timing reference only: one seed, at most TIMING_EPOCHS epochs
-        seeds, train_cfg = seeds[:1], replace(train_cfg, epochs=min(train_cfg.epochs, TIMING_EPOCHS))
     runs = []
     for seed in seeds:
         seed_everything(seed)
         model = build_model(model_cfg)
-        if dense:  # the trainer feeds dense input to quantized models (it keys on this attribute)
-            model._quant_config = "fp32-dense timing reference"
         runs.append(train_one(model, graph, graph.splits[0], train_cfg, seed=seed, progress=False))
     s = summarize(runs)
     cell = {"dataset": graph.name, "model": arch, "method": "fp32" if method == "none" else method,
@@ -96,8 +91,6 @@ def plot(cells: list[dict], out_dir: Path) -> list[str]:
     files = []
     fig, ax = plt.subplots(figsize=(6, 4))
     for c in cells:
-        if c["method"] == "fp32-dense":
-            continue
         bits = 32.0 if c["method"] == "fp32" else c["avg_bits"]["mean"]
         label = c["method"] + (f" (target {c['target_bits']})" if c["target_bits"] is not None else "")
         ax.errorbar(bits, c["test_acc"]["mean"], yerr=c["test_acc"]["std"], fmt="o", capsize=3,
@@ -134,6 +127,8 @@ def main(argv=None) -> dict:
     degree_targets = [float(t) for t in args.degree_targets.split(",")]
     cells = []
     t0 = time.time()
+    command = "python benchmarks/quant_table.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    previous = json.loads(args.out.read_text()) if args.merge and args.out.exists() else None
     for name in args.datasets.split(","):
         graph = load_dataset(name)
         for arch in args.models.split(","):
@@ -142,25 +137,34 @@ def main(argv=None) -> dict:
                 cell_targets = {"a2q": targets, "degree-aware": degree_targets}.get(method, [4.0])
                 for target in cell_targets:
                     cell = run_cell(graph, arch, method, target, seeds, args.epochs, args.penalty_weight)
-                    if method in ("none", "fp32-dense"):
+                    if method == "none":
                         fp32_ms[method] = cell["ms_per_epoch"]
-                    ref = fp32_ms.get("fp32-dense", fp32_ms.get("none"))
+                    ref = fp32_ms.get("none")
                     cell["time_per_epoch_vs_fp32"] = cell["ms_per_epoch"] / ref if ref else None
-                    cell["time_per_epoch_vs_fp32_sparse"] = (cell["ms_per_epoch"] / fp32_ms["none"]
-                                                             if fp32_ms.get("none") else None)
+                    cell["command"] = command
                     cells.append(cell)
-                    _write(args.out, argv, seeds, t0, cells)  # partial results survive an interrupted run
+                    _write(args.out, command, seeds, t0, cells, previous)  # partial results survive an interrupt
                     bits = cell.get("avg_bits", {}).get("mean", 32.0)
                     print(f"{name:<10}{arch:<6}{cell['method']:<14}{str(cell['target_bits']):<6}"
                           f"acc {cell['test_acc']['mean']:6.2f} +- {cell['test_acc']['std']:5.2f}  "
                           f"bits {bits:6.3f}  x{cell['time_per_epoch_vs_fp32'] or 1:5.2f} time", flush=True)
-    return _write(args.out, argv, seeds, t0, cells, plots=True)
+    return _write(args.out, command, seeds, t0, cells, previous, plots=True)
 
 
-def _write(path: Path, argv, seeds, t0: float, cells: list[dict], plots: bool = False) -> dict:
+def _cell_key(c: dict) -> tuple:
+    return (c["dataset"], c["model"], c["method"], c.get("target_bits"), c.get("penalty_weight"), c.get("epochs"))
+
+
+def _write(path: Path, command: str, seeds, t0: float, cells: list[dict], previous: dict | None = None,
+           plots: bool = False) -> dict:
+    """Write the cells (after those of ``previous`` that no new cell replaces) and, at the end, the plots."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    out = {"command": "python benchmarks/quant_table.py " + " ".join(argv or sys.argv[1:]),
-           "seeds": seeds, "wall_seconds": time.time() - t0, "torch": torch.__version__,
+    commands = [command]
+    if previous:
+        new_keys = {_cell_key(c) for c in cells}
+        cells = [c for c in previous.get("cells", []) if _cell_key(c) not in new_keys] + cells
+        commands = [c for c in previous.get("commands", [previous.get("command")]) if c and c != command] + commands
+    out = {"commands": commands, "seeds": seeds, "wall_seconds": time.time() - t0, "torch": torch.__version__,
            "machine": platform.platform(), "threads": torch.get_num_threads(), "complete": plots,
            "cells": cells}
     if plots:
