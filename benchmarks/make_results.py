@@ -71,14 +71,27 @@ def render_quant(res: dict) -> list[str]:
             f"{c.get('runs_within_bit_budget', '-')} |" if bits else
             f"| {c['dataset']} | {c['model']} | {c['method']} | - | - | {_pm(c['test_acc'])} | "
             f"{_pm(c['max_test_acc_over_epochs'])} | 32 | 32 | 1.0 | - |")
-    timing = res.get("timing_same_run")
-    if timing:
-        lines += ["", f"Epoch time relative to FP32 in one run (`{timing['command']}`; {timing['note']}):", "",
-                  "| method | ms/epoch | x FP32 |", "|---|---|---|"]
-        lines += [f"| {c['method']} | {c['ms_per_epoch']:.1f} | {c['time_per_epoch_vs_fp32']:.2f} |"
-                  for c in timing["cells"]]
-    lines += ["", "Plots: " + ", ".join(f"`{Path(p).name}`" for p in res.get("plots", [])), ""]
+    lines += ["", "Training time against FP32: see the quantization speed table (`quant_speed.json`); the cells above "
+              "ran beside other jobs.", "",
+              "Plots: " + ", ".join(f"`{Path(p).name}`" for p in res.get("plots", [])), ""]
     return lines
+
+
+def render_quant_speed(res: dict) -> list[str]:
+    lines = ["## Quantization-aware training speed against FP32", "",
+             f"Command: `{res.get('command', 'python benchmarks/quant_speed.py')}` (file: "
+             "`benchmarks/results/quant_speed.json`). Median ms per trainer step (forward, loss, memory penalty, "
+             "backward, Adam) over repeats in which the methods alternate in one process; ratio = method / FP32 "
+             "(target for A2Q: <= 1.5).", ""]
+    cases = res.get("cases", {})
+    order = ("none", "a2q", "degree-aware", "dq-int8", "dq-int4")
+    methods = sorted(next(iter(cases.values()), {}), key=lambda m: order.index(m) if m in order else len(order))
+    lines += ["| case | " + " | ".join("fp32" if m == "none" else m for m in methods) + " |",
+              "|---" * (len(methods) + 1) + "|"]
+    for key, c in cases.items():
+        lines.append(f"| {key} | " + " | ".join(f"{c[m]['ms']:.1f} ms (x{c[m]['ratio_vs_fp32']:.2f})"
+                                               for m in methods) + " |")
+    return lines + ["", f"Machine: `{json.dumps(res.get('machine', {}))}`", ""]
 
 
 def render_gt_accuracy(res: dict) -> list[str]:
@@ -92,6 +105,7 @@ def render_gt_accuracy(res: dict) -> list[str]:
 
 
 RENDERERS = {"fp32_accuracy": render_fp32, "train_speed": render_speed, "quant_table": render_quant,
+             "quant_speed": render_quant_speed,
              "gt_accuracy": render_gt_accuracy}
 
 
