@@ -6,6 +6,10 @@ same sum without the E x F intermediate, about 30x faster on one CPU core. The l
 whose edge weights are constants (GCN's normalisation, SAGE's mean, GIN's sum) on graphs with at least
 ``SPMM_MIN_EDGES`` edges, and keep PyG's message passing on small graphs (mini-batches of molecules), where
 building the CSR matrices would cost more than it saves. Both compute the same sums (up to float summation order).
+
+Each layer makes the choice itself (``if CsrAggregation.applies(...)`` next to its own ``self.propagate(...)``):
+PyG generates a layer's ``propagate`` signature from the ``self.propagate(...)`` calls it finds in the layer's
+source, so the call cannot move into a shared helper.
 """
 
 from __future__ import annotations
