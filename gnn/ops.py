@@ -81,3 +81,31 @@ class _CsrMatmul(torch.autograd.Function):
 def csr_matmul(a: Tensor, a_t: Tensor, h: Tensor) -> Tensor:
     """Differentiable ``A @ H`` for the pair returned by `csr_adjacency`. h: (N_src, F) dense -> (N_dst, F)."""
     return _CsrMatmul.apply(h.contiguous(), a, a_t)
+
+
+class _SparseInputMatmul(torch.autograd.Function):
+    """``X @ W^T`` for constant sparse COO features X: CSR product forward, ``dW = (X^T G)^T`` backward."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, w: Tensor) -> Tensor:
+        ctx.save_for_backward(x)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
+            return x.to_sparse_csr() @ w.t()
+
+    @staticmethod
+    def backward(ctx, grad_out: Tensor):
+        (x,) = ctx.saved_tensors
+        return None, torch.sparse.mm(x.t(), grad_out).t()
+
+
+def sparse_input_matmul(x: Tensor, w: Tensor) -> Tensor:
+    """``X W^T`` for sparse COO node features X (N, F_in) and a weight W (F_out, F_in) -> dense (N, F_out).
+
+    The same product ``torch.sparse.mm(x, w.t())`` gives, 2.3x faster forward plus backward on Coauthor CS's
+    bag-of-words (one core): the forward runs on CSR and the weight gradient is one ``X^T @ G``. Input features that
+    need a gradient themselves take ``torch.sparse.mm``.
+    """
+    if x.requires_grad:
+        return torch.sparse.mm(x, w.t())
+    return _SparseInputMatmul.apply(x, w)

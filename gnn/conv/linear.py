@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from gnn.conv.quant_point import QuantPoint
+from gnn.ops import sparse_input_matmul
 
 
 class Linear(nn.Module):
@@ -41,14 +42,14 @@ class Linear(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         w = self.q_weight(self.weight)
         if x.is_sparse:  # sparse bag-of-words inputs (e.g. Coauthor CS, 0.9% dense): never densified
-            out = torch.sparse.mm(x, w.t())
+            out = sparse_input_matmul(x, w)
             return out if self.bias is None else out + self.bias
         return F.linear(x, w, self.bias)
 
     def project(self, x: Tensor) -> Tensor:
         """``x W^T`` without the bias (dense or sparse ``x``): for layers that aggregate after projecting."""
         w = self.q_weight(self.weight)
-        return torch.sparse.mm(x, w.t()) if x.is_sparse else F.linear(x, w)
+        return sparse_input_matmul(x, w) if x.is_sparse else F.linear(x, w)
 
     def extra_repr(self) -> str:
         return f"{self.in_dim}, {self.out_dim}, bias={self.bias is not None}"

@@ -63,3 +63,22 @@ def test_csr_adjacency_mean_rows_and_bad_reduce():
     assert torch.equal(a_t.to_dense(), dense.T)
     with pytest.raises(ValueError, match="reduce must be"):
         csr_adjacency(ei, 3, reduce="max")
+
+
+def test_sparse_input_matmul_equals_dense_product_and_gradient():
+    from gnn.ops import sparse_input_matmul
+
+    g = torch.Generator().manual_seed(0)
+    dense = torch.randn(30, 50, generator=g, dtype=torch.float64) * (torch.rand(30, 50, generator=g) < 0.1)
+    w = torch.randn(7, 50, generator=g, dtype=torch.float64, requires_grad=True)
+    out = sparse_input_matmul(dense.to_sparse(), w)
+    grad = torch.randn(30, 7, generator=g, dtype=torch.float64)
+    out.backward(grad)
+    w_ref = w.detach().clone().requires_grad_(True)
+    ref = dense @ w_ref.t()
+    ref.backward(grad)
+    torch.testing.assert_close(out, ref, rtol=0, atol=1e-12)
+    torch.testing.assert_close(w.grad, w_ref.grad, rtol=0, atol=1e-12)
+    x = dense.to_sparse().requires_grad_(True)  # features that need a gradient take torch.sparse.mm
+    sparse_input_matmul(x, w.detach()).sum().backward()
+    assert x.grad is not None
