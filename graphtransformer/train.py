@@ -50,7 +50,9 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--pe", default=defaults.pe, choices=PE_CHOICES)
     p.add_argument("--max-degree", type=int, default=defaults.max_degree, help="degree-embedding size (0 = off)")
     p.add_argument("--epochs", type=int, default=defaults.epochs)
-    p.add_argument("--patience", type=int, default=defaults.patience)
+    p.add_argument("--patience", type=int, default=None,
+                   help=f"early-stopping patience in epochs (default {defaults.patience}; with --quant: --epochs, "
+                        f"because quantized models start improving later, around epoch 50 on Cora)")
     p.add_argument("--lr", type=float, default=defaults.lr)
     p.add_argument("--weight-decay", type=float, default=defaults.weight_decay)
     p.add_argument("--optimizer", default=defaults.optimizer, choices=OPTIMIZERS)
@@ -98,6 +100,12 @@ def _distributed_rows(graph, args) -> tuple:
     return Rows(sharded, lambda t: shard_rows(t, sharded), lambda t: unshard_rows(t, sharded), sync_gradients), mesh, sp
 
 
+def _patience(args: argparse.Namespace) -> int:
+    if args.patience is not None:
+        return args.patience
+    return args.epochs if args.quant != "none" else TrainConfig().patience
+
+
 def _train_quantized(model: GraphTransformer, graph, pe, data, split, cfg: TrainConfig, seed: int,
                      args: argparse.Namespace) -> dict:
     """One seed of quantization-aware training; the record gains the average feature bits
@@ -124,7 +132,7 @@ def main() -> None:
                       dense_every=args.dense_every, dropout=args.dropout, input_dropout=args.input_dropout,
                       attn_dropout=args.attn_dropout, pe=args.pe, max_degree=args.max_degree, lr=args.lr,
                       weight_decay=args.weight_decay,
-                      optimizer=args.optimizer, epochs=args.epochs, patience=args.patience)
+                      optimizer=args.optimizer, epochs=args.epochs, patience=_patience(args))
     distributed = args.cp * args.hp > 1 or int(os.environ.get("WORLD_SIZE", "1")) > 1
     if distributed and args.quant != "none":
         raise SystemExit("error: --quant runs single-process only (per-node quantizer tables are indexed by global "
