@@ -44,20 +44,12 @@ class QuantizableGraphTransformer(nn.Module):
         return self.model(x, self.graph, self.pe if pe is None else pe, step=step)
 
 
-HEAD_WEIGHT_BITS = 8
-
-
 def quantize_graph_transformer(model: GraphTransformer, graph: AttentionGraph, pe: Tensor | None, data,
-                               cfg, head_weight_bits: int | None = HEAD_WEIGHT_BITS) -> QuantizableGraphTransformer:
+                               cfg) -> QuantizableGraphTransformer:
     """Wrap ``model`` and apply ``quant.api.quantize_(wrapper, cfg, data)`` (in place on the model's points).
 
     ``cfg`` is a ``quant.api.QuantConfig``; ``data`` the PyG Data of the node task (x, edge_index).
-    ``head_weight_bits``: bitwidth of the classifier head's weights for the learned-step methods (None: the
-    config's ``weight_bits``). With 4-bit head weights the transformer does not learn on Cora (validation accuracy
-    stays at the majority class for 30 epochs, while 4-bit weights everywhere else and an 8-bit head learn), so the
-    head keeps 8 bits by default, the usual last-layer exception of quantization-aware training.
     """
-    from quant.a2q import A2QQuantizer
     from quant.api import quantize_
 
     if model.cfg.pe_dim and (pe is None or pe.shape != (graph.num_nodes, model.cfg.pe_dim)):
@@ -65,14 +57,6 @@ def quantize_graph_transformer(model: GraphTransformer, graph: AttentionGraph, p
                          f"for calibration; got {None if pe is None else tuple(pe.shape)}")
     wrapper = QuantizableGraphTransformer(model, graph, pe)
     quantize_(wrapper, cfg, data)
-    head_q = model.head.q_weight
-    if head_weight_bits is not None and isinstance(head_q, A2QQuantizer):
-        if not 1 <= head_weight_bits <= head_q.max_bits:
-            raise ValueError(f"quantize_graph_transformer: head_weight_bits={head_weight_bits} outside "
-                             f"[1, {head_q.max_bits}]")
-        with torch.no_grad():
-            head_q.bits.fill_(float(head_weight_bits))
-            head_q._calibrate(model.head.weight)  # steps for the new top code
     return wrapper
 
 

@@ -108,23 +108,3 @@ def test_degree_aware_4bit_trains(bag_of_words_task):
     assert any(not torch.equal(a, b) for a, b in zip(steps_before, steps_after, strict=True))  # steps learned
     summary = quant_summary(qmodel)
     assert summary  # JSON-able bits report
-
-
-def test_head_keeps_8_bit_weights_unless_told_otherwise():
-    model, edge_index, graph, x, pe = _tiny()
-    model.float()
-    data = type("D", (), {"x": x.float(), "edge_index": edge_index, "num_nodes": N})()
-    qmodel = quantize_graph_transformer(model, graph, pe.float(), data, QuantConfig(method="a2q", weight_bits=4))
-    head, qkv = qmodel.model.head.q_weight, qmodel.model.layers[0].attn.qkv.q_weight
-    assert int(head.rounded_bits().max()) == 8 and int(qkv.rounded_bits().max()) == 4
-    w = model.head.weight.detach()
-    assert torch.allclose(head.step.detach().abs().view(-1) * 127, w.abs().amax(dim=1))  # recalibrated: max -> 127
-    model2, edge_index, graph, x, pe = _tiny()
-    model2.float()
-    q2 = quantize_graph_transformer(model2, graph, pe.float(), data, QuantConfig(method="a2q", weight_bits=4),
-                                    head_weight_bits=None)
-    assert int(q2.model.head.q_weight.rounded_bits().max()) == 4
-    model3, *_ = _tiny()
-    with pytest.raises(ValueError, match="head_weight_bits"):
-        quantize_graph_transformer(model3.float(), graph, pe.float(), data, QuantConfig(method="a2q"),
-                                   head_weight_bits=9)
