@@ -101,8 +101,8 @@ def plot(cells: list[dict], out_dir: Path) -> list[str]:
     ax.legend(fontsize=6)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    files.append(str(out_dir / "quant_acc_vs_bits.png"))
-    fig.savefig(files[-1], dpi=120)
+    files.append("quant_acc_vs_bits.png")  # names inside the results folder
+    fig.savefig(out_dir / files[-1], dpi=120)
     fig, ax = plt.subplots(figsize=(6, 4))
     for c in cells:
         by_deg = c.get("mean_bits_by_in_degree_seed0") or {}
@@ -115,8 +115,8 @@ def plot(cells: list[dict], out_dir: Path) -> list[str]:
     ax.legend(fontsize=6)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    files.append(str(out_dir / "quant_bits_vs_degree.png"))
-    fig.savefig(files[-1], dpi=120)
+    files.append("quant_bits_vs_degree.png")
+    fig.savefig(out_dir / files[-1], dpi=120)
     return files
 
 
