@@ -54,8 +54,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 def run_cell(graph, arch: str, method: str, target: float, seeds: list[int], epochs: int | None,
              penalty_weight: float = 2.5) -> dict:
     model_cfg, train_cfg = model_and_train_config(graph, arch)
-    quant = method
-    train_cfg = replace(train_cfg, quant=quant, target_bits=target, epochs=epochs or train_cfg.epochs,
+    train_cfg = replace(train_cfg, quant=method, target_bits=target, epochs=epochs or train_cfg.epochs,
                         penalty_weight=penalty_weight)
     runs = []
     for seed in seeds:
@@ -67,7 +66,7 @@ def run_cell(graph, arch: str, method: str, target: float, seeds: list[int], epo
             "target_bits": target if method in LEARNED else None, "epochs": train_cfg.epochs,
             "test_acc": s["test_acc"], "max_test_acc_over_epochs": s["max_test_acc_over_epochs"],
             "ms_per_epoch": s["ms_per_epoch"]}
-    if quant != "none":
+    if method != "none":
         qs = [r.quant_summary for r in runs]
         for key in ("avg_bits", "avg_bits_with_sign"):
             v = np.array([q[key] for q in qs], dtype=np.float64)

@@ -102,9 +102,9 @@ class _SparseInputMatmul(torch.autograd.Function):
 def sparse_input_matmul(x: Tensor, w: Tensor) -> Tensor:
     """``X W^T`` for sparse COO node features X (N, F_in) and a weight W (F_out, F_in) -> dense (N, F_out).
 
-    The same product ``torch.sparse.mm(x, w.t())`` gives, 2.3x faster forward plus backward on Coauthor CS's
-    bag-of-words (one core): the forward runs on CSR and the weight gradient is one ``X^T @ G``. Input features that
-    need a gradient themselves take ``torch.sparse.mm``.
+    The same product ``torch.sparse.mm(x, w.t())`` gives, faster: the forward runs on CSR and the weight gradient
+    is one ``X^T @ G`` (the speed against PyG's layers is in ``benchmarks/results/train_speed.json``). Input
+    features that need a gradient themselves take ``torch.sparse.mm``.
     """
     if x.requires_grad:
         return torch.sparse.mm(x, w.t())

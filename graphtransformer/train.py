@@ -35,6 +35,7 @@ from graphtransformer.training import (
     train_seed,
 )
 from quant.config import METHODS as QUANT_METHODS
+from quant.config import QuantConfig
 
 
 def _parse() -> argparse.Namespace:
@@ -67,8 +68,10 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--checkpoint-layers", default="", help="comma-separated layers to activation-checkpoint")
     p.add_argument("--quant", default="none", choices=("none", *QUANT_METHODS),
                    help="quantization-aware training through quant.quantize_ (single process only)")
-    p.add_argument("--target-bits", type=float, default=4.0, help="average feature bits (a2q, degree-aware)")
-    p.add_argument("--penalty-weight", type=float, default=2.5, help="a of the memory penalty a*relu(M-M_t)^2")
+    p.add_argument("--target-bits", type=float, default=QuantConfig.target_bits,
+                   help="average feature bits (a2q, degree-aware)")
+    p.add_argument("--penalty-weight", type=float, default=QuantConfig.penalty_weight,
+                   help="a of the memory penalty a*relu(M-M_t)^2")
     p.add_argument("--out", default=None, help="results JSON (default runs/gt_<dataset>_<attention>.json)")
     return p.parse_args()
 
@@ -111,7 +114,7 @@ def _train_quantized(model: GraphTransformer, graph, pe, data, split, cfg: Train
     """One seed of quantization-aware training; the record gains the average feature bits
     (without / with the sign bit) of the model after the last epoch."""
     from graphtransformer.quantize import quant_optimizer, quantize_graph_transformer
-    from quant.api import QuantConfig, quant_summary
+    from quant.api import quant_summary
 
     qcfg = QuantConfig(method=args.quant, target_bits=args.target_bits, penalty_weight=args.penalty_weight)
     qmodel = quantize_graph_transformer(model, graph, pe, data, qcfg)

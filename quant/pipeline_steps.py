@@ -18,7 +18,7 @@ import numpy as np
 
 DEFAULT_TARGET_BITS = 1.7
 # Memory-penalty weight of the demo: on Cora GCN at 1.7 bits, a = 25 gave the best accuracy among the weights
-# measured (benchmarks/results/quant_table.json: 78.55 at a = 25, 77.87 at a = 10, 73.52 at A2Q's a = 2.5).
+# measured (benchmarks/results/quant_table.json: 78.55 at a = 25, 77.47 at a = 10, 71.75 at A2Q's a = 2.5).
 DEFAULT_PENALTY_WEIGHT = 25.0
 
 

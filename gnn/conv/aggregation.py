@@ -2,7 +2,8 @@
 
 Message passing materializes one message row per edge (an E x F tensor, gathered and then scatter-added); on a
 graph like Amazon Computers (491,722 edges) that is most of an epoch. ``A @ X`` with ``A`` in CSR computes the
-same sum without the E x F intermediate, about 30x faster on one CPU core. The layers use it for aggregations
+same sum without the E x F intermediate, much faster on CPU (``benchmarks/train_speed.py``: Coauthor CS GCN against
+PyG's message-passing GCNConv). The layers use it for aggregations
 whose edge weights are constants (GCN's normalisation, SAGE's mean, GIN's sum) on graphs with at least
 ``SPMM_MIN_EDGES`` edges, and keep PyG's message passing on small graphs (mini-batches of molecules), where
 building the CSR matrices would cost more than it saves. Both compute the same sums (up to float summation order).
