@@ -11,6 +11,7 @@ from torch import Tensor, nn
 from torch_geometric.nn import MessagePassing
 from torch_geometric.utils import softmax
 
+from gnn.conv.attention_aggregation import AttentionAggregation
 from gnn.conv.linear import Linear
 from gnn.conv.quant_point import QuantPoint
 from gnn.ops import add_self_loops, remove_self_loops
@@ -51,6 +52,8 @@ class GATConv(MessagePassing):
         self.q_att = QuantPoint("attention", "vector")
         self.q_score = QuantPoint("score", "edge")
         self.q_aggregate = QuantPoint("aggregate", "node")
+        self._attention_spmm = AttentionAggregation()
+        self._loops_cache: tuple[Tensor, int, Tensor] | None = None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -66,9 +69,19 @@ class GATConv(MessagePassing):
         quantizer on X needs dense rows)."""
         return QuantPoint.is_identity(self.q_input)
 
+    def edges_with_self_loops(self, edge_index: Tensor, num_nodes: int) -> Tensor:
+        """``edge_index`` without its self-loops plus one self-loop per node, kept while the same tensor is
+        passed again (transductive training), so the sparse-product layout is built once."""
+        cache = self._loops_cache
+        if cache is not None and cache[0] is edge_index and cache[1] == num_nodes:
+            return cache[2]
+        looped = add_self_loops(remove_self_loops(edge_index), num_nodes)
+        self._loops_cache = (edge_index, num_nodes, looped)
+        return looped
+
     def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
         num_nodes, H, C = x.size(0), self.heads, self.out_dim
-        edge_index = add_self_loops(remove_self_loops(edge_index), num_nodes)
+        edge_index = self.edges_with_self_loops(edge_index, num_nodes)
         xw = self.q_xw(self.lin(self.q_input(x))).view(num_nodes, H, C)  # (N, H, C)
         a_src = (xw * self.q_att(self.att_src)).sum(-1)  # (N, H)
         a_dst = (xw * self.q_att(self.att_dst)).sum(-1)  # (N, H)
@@ -76,8 +89,11 @@ class GATConv(MessagePassing):
         score = self.q_score(a_src.index_select(0, src) + a_dst.index_select(0, dst))  # (E, H)
         alpha = softmax(F.leaky_relu(score, self.negative_slope), dst, num_nodes=num_nodes)  # (E, H)
         alpha = F.dropout(alpha, p=self.dropout, training=self.training)
-        # Messages travel flattened as (E, H*C): 2-D scatters are much faster than 3-D ones on CPU.
-        out = self.propagate(edge_index, x=xw.reshape(num_nodes, H * C), alpha=alpha)  # (N, H*C)
+        if AttentionAggregation.applies(edge_index):
+            out = self._attention_spmm(edge_index, alpha, xw)  # (N, H*C), large graphs: one sparse product
+        else:
+            # Messages travel flattened as (E, H*C): 2-D scatters are much faster than 3-D ones on CPU.
+            out = self.propagate(edge_index, x=xw.reshape(num_nodes, H * C), alpha=alpha)  # (N, H*C)
         out = out if self.concat else out.view(num_nodes, H, C).mean(dim=1)
         out = self.q_aggregate(out)
         return out if self.bias is None else out + self.bias

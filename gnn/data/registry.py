@@ -29,6 +29,9 @@ REGISTRY_PATH = REPO_ROOT / "datasets" / "registry.toml"
 MIRROR_PATH = REPO_ROOT.parent / "shared" / "datasets"
 
 
+FEATURE_PREPROCESSING = ("raw", "row-normalized")
+
+
 class DataError(RuntimeError):
     """A dataset could not be found, verified or loaded; the message says what to do."""
 
@@ -54,6 +57,7 @@ class DatasetEntry:
     counts: dict[str, int]
     files: dict[str, str]  # file name -> SHA-256
     note: str = ""
+    features: str = "raw"  # "raw" or "row-normalized" (each feature row divided by its sum)
 
 
 def load_registry(path: Path = REGISTRY_PATH) -> dict[str, DatasetEntry]:
@@ -63,6 +67,9 @@ def load_registry(path: Path = REGISTRY_PATH) -> dict[str, DatasetEntry]:
     entries = {}
     for key, d in raw["datasets"].items():
         entries[key] = DatasetEntry(key=key, urls=tuple(d.pop("urls")), **d)
+        if entries[key].features not in FEATURE_PREPROCESSING:
+            raise DataError(f"registry: dataset {key!r} has features = {entries[key].features!r}; "
+                            f"valid: {', '.join(FEATURE_PREPROCESSING)}")
     return entries
 
 

@@ -21,6 +21,12 @@ def test_node_dataset_counts(name):
     assert g.num_classes == c["num_classes"]
     s = g.splits[0]
     assert len(set(s.train.tolist()) & set(s.test.tolist())) == 0
+    row_sums = g.data.x.sum(dim=1)
+    if get_entry(name).features == "row-normalized":
+        nonzero = row_sums[row_sums > 0]
+        torch.testing.assert_close(nonzero, torch.ones_like(nonzero))
+    else:
+        assert float(row_sums.max()) > 1.5  # raw counts or binary bag-of-words, untouched
 
 
 def test_cora_public_split():

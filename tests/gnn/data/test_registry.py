@@ -24,6 +24,14 @@ def test_registry_is_complete():
         assert {"num_nodes", "num_edges", "num_features", "num_classes"} <= set(e.counts), key
 
 
+def test_unknown_feature_preprocessing_is_rejected(tmp_path):
+    bad = tmp_path / "registry.toml"
+    text = registry.REGISTRY_PATH.read_text()
+    bad.write_text(text.replace('features = "row-normalized"', 'features = "z-score"', 1))
+    with pytest.raises(DataError, match="features = 'z-score'; valid: raw, row-normalized"):
+        load_registry(bad)
+
+
 def test_unknown_name_lists_valid_ones():
     with pytest.raises(DataError) as e:
         get_entry("coraa")
