@@ -2,8 +2,10 @@
 
 Ladder (hw.config.ablation_variants): FP32 -> degree-aware bits (plain bitmap) -> + Adaptive-Package ->
 + Condense-Edge (= the mega preset); plus the HyGCN-like and GCNAX-like presets. Workloads: 2-layer GCN
-(F_in -> 128 -> 16) with degree-rule bitwidths (hw/workload.py), not learned ones. Writes
-benchmarks/results/hw_ablation.json. Usage: ``python benchmarks/hw_ablation.py [--datasets cora citeseer ...]``.
+(F_in -> 128 -> 16) with degree-rule bitwidths (hw/workload.py), or a trained model's ``.qgraph`` export with its
+learned bitwidths (pass the export's path in place of a dataset name). Writes
+benchmarks/results/hw_ablation.json (datasets not rerun are kept).
+Usage: ``python benchmarks/hw_ablation.py [--datasets cora ...]``.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 from hw.config import ablation_variants, preset
 from hw.report import run_simulation
-from hw.workload import workload_from_graph
+from hw.workload import Workload, workload_from_export, workload_from_graph
 
 PAPER = {"degree_aware_bitmap": {"speedup": 4.8, "dram_reduction": 5.8},
          "adaptive_package": {"speedup": 4.7, "dram_reduction": 2.5},
@@ -42,12 +44,27 @@ NOTES = [
 ]
 
 
-def run(datasets: list[str], path: Path) -> dict:
+def _workload(name: str) -> tuple[Workload, dict]:
+    """A dataset name (degree-rule bits, GCN F_in -> 128 -> 16) or a ``.qgraph`` export (learned bits, the trained
+    model's widths), with what to record about where the bits came from."""
+    if name.endswith(".qgraph"):
+        from quant.export import load
+        manifest = load(name).manifest
+        provenance = manifest.get("provenance", {})
+        return workload_from_export(name), {"export": Path(name).name, "export_command": provenance.get("command"),
+                                            "export_metrics": manifest.get("metrics")}
+    return workload_from_graph(name), {}
+
+
+def run(datasets: list[str], path: Path, command: str = "") -> dict:
+    """Simulate every dataset; datasets already in ``path`` that are not rerun are kept (each names its command)."""
     variants = ablation_variants()
-    out = {"paper": PAPER, "notes": NOTES, "datasets": {}}
-    for name in datasets:
+    previous = json.loads(path.read_text()).get("datasets", {}) if path.exists() else {}
+    keys = [Path(name).name for name in datasets]  # an export is keyed by its file name, not its location
+    out = {"paper": PAPER, "notes": NOTES, "datasets": {k: v for k, v in previous.items() if k not in keys}}
+    for name, entry_key in zip(datasets, keys, strict=True):
         t0 = time.perf_counter()
-        wl = workload_from_graph(name)
+        wl, source = _workload(name)
         rows = {}
         for key, cfg in list(variants.items()) + [("hygcn", preset("hygcn")), ("gcnax", preset("gcnax"))]:
             r = run_simulation(wl, cfg, check=key == "condense_edge")
@@ -64,9 +81,10 @@ def run(datasets: list[str], path: Path) -> dict:
             steps[f"mega_vs_{base}"] = {"speedup": rows[base]["cycles"] / mega["cycles"],
                                         "dram_reduction": rows[base]["dram_bytes"] / mega["dram_bytes"],
                                         "energy_saving": rows[base]["energy_pj"] / mega["energy_pj"]}
-        out["datasets"][name] = {"num_nodes": wl.num_nodes, "num_edges": wl.num_edges, "runs": rows,
-                                 "steps": steps, "wall_s": time.perf_counter() - t0}
-        print(name, {k: {m: round(v, 2) for m, v in s.items()} for k, s in steps.items()}, flush=True)
+        out["datasets"][entry_key] = {"num_nodes": wl.num_nodes, "num_edges": wl.num_edges, "runs": rows,
+                                 "steps": steps, "wall_s": time.perf_counter() - t0, "command": command,
+                                 "bits_source": wl.bits_source, **source}
+        print(entry_key, {k: {m: round(v, 2) for m, v in s.items()} for k, s in steps.items()}, flush=True)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(out, indent=1, default=float))  # after every dataset (long runs)
     return out
@@ -74,11 +92,11 @@ def run(datasets: list[str], path: Path) -> dict:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--datasets", nargs="+",
+    p.add_argument("--datasets", nargs="+", help="dataset names (degree-rule bits) or .qgraph exports (learned bits)",
                    default=["cora", "citeseer", "pubmed", "amazon-computers", "coauthor-cs"])
     p.add_argument("--out", default="benchmarks/results/hw_ablation.json")
     args = p.parse_args()
-    run(args.datasets, Path(args.out))
+    run(args.datasets, Path(args.out), "python benchmarks/hw_ablation.py " + " ".join(sys.argv[1:]))
     print(f"wrote {args.out}")
 
 

@@ -59,17 +59,20 @@ def render_quant(res: dict) -> list[str]:
              "File: `benchmarks/results/quant_table.json`; commands: "
              + "; ".join(f"`{c}`" for c in res.get("commands", [res.get("command", "")])) + ".",
              "", res.get("note", ""), "",
-             "| dataset | model | method | target bits | penalty a | test acc | max test over epochs (A2Q-code style, "
-             "not the headline) | avg bits (no sign) | avg bits (with sign) | 32/bits | runs within budget |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| dataset | model | method | training | target bits | penalty a | test acc | max test over epochs "
+             "(A2Q-code style, not the headline) | avg bits (no sign) | avg bits (with sign) | 32/bits | "
+             "runs within budget |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in res.get("cells", []):
         bits = c.get("avg_bits")
+        training = f"{c.get('epochs', '-')} epochs" + "".join(
+            f", {label} {c[key]:g}" for key, label in (("dropout", "dropout"), ("weight_decay", "wd")) if key in c)
         lines.append(
-            f"| {c['dataset']} | {c['model']} | {c['method']} | {c.get('target_bits') or '-'} | "
+            f"| {c['dataset']} | {c['model']} | {c['method']} | {training} | {c.get('target_bits') or '-'} | "
             f"{c.get('penalty_weight', '-')} | {_pm(c['test_acc'])} | {_pm(c['max_test_acc_over_epochs'])} | "
             f"{bits['mean']:.3f} | {c['avg_bits_with_sign']['mean']:.3f} | {c['compression']:.1f} | "
             f"{c.get('runs_within_bit_budget', '-')} |" if bits else
-            f"| {c['dataset']} | {c['model']} | {c['method']} | - | - | {_pm(c['test_acc'])} | "
+            f"| {c['dataset']} | {c['model']} | {c['method']} | {training} | - | - | {_pm(c['test_acc'])} | "
             f"{_pm(c['max_test_acc_over_epochs'])} | 32 | 32 | 1.0 | - |")
     lines += ["", "Training time against FP32: see the quantization speed table (`quant_speed.json`); the cells above "
               "ran beside other jobs.", "",

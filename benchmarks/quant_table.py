@@ -9,7 +9,7 @@ the FP32 cell of the same command (meaningful only when the cells ran one after 
 interleaved measurement is ``benchmarks/quant_speed.py``).
 Writes benchmarks/results/quant_table.json (after every cell), quant_acc_vs_bits.png, quant_bits_vs_degree.png.
 ``--merge`` keeps the cells of earlier commands (a cell with the same dataset, model, method, target, penalty
-weight and epochs is replaced) and lists every command in the file.
+weight, epochs, dropout and weight decay is replaced) and lists every command in the file.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import torch
 
 from gnn.data.loaders import load_dataset
 from gnn.models import build_model
-from gnn.presets import model_and_train_config
+from gnn.presets import model_and_train_config, with_overrides
 from gnn.trainer import seed_everything, summarize, train_one
 
 RESULTS = Path(__file__).parent / "results"
@@ -46,16 +46,19 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--penalty-weight", type=float, default=2.5, help="a of the memory penalty (learned-bit methods)")
     p.add_argument("--epochs", type=int, help="override the preset's epochs")
+    p.add_argument("--dropout", type=float, help="override the preset's dropout (e.g. A2Q's GCN-Cora 0.35)")
+    p.add_argument("--weight-decay", type=float, help="override the preset's weight decay (A2Q's GCN-Cora 0.02)")
     p.add_argument("--out", type=Path, default=RESULTS / "quant_table.json")
     p.add_argument("--merge", action="store_true", help="add to the cells already in --out instead of replacing")
     return p.parse_args(argv)
 
 
 def run_cell(graph, arch: str, method: str, target: float, seeds: list[int], epochs: int | None,
-             penalty_weight: float = 2.5) -> dict:
+             penalty_weight: float = 2.5, dropout: float | None = None, weight_decay: float | None = None) -> dict:
     model_cfg, train_cfg = model_and_train_config(graph, arch)
-    train_cfg = replace(train_cfg, quant=method, target_bits=target, epochs=epochs or train_cfg.epochs,
-                        penalty_weight=penalty_weight)
+    model_cfg = with_overrides(model_cfg, dropout=dropout)
+    train_cfg = with_overrides(train_cfg, epochs=epochs, weight_decay=weight_decay)
+    train_cfg = replace(train_cfg, quant=method, target_bits=target, penalty_weight=penalty_weight)
     runs = []
     for seed in seeds:
         seed_everything(seed)
@@ -64,6 +67,7 @@ def run_cell(graph, arch: str, method: str, target: float, seeds: list[int], epo
     s = summarize(runs)
     cell = {"dataset": graph.name, "model": arch, "method": "fp32" if method == "none" else method,
             "target_bits": target if method in LEARNED else None, "epochs": train_cfg.epochs,
+            "dropout": model_cfg.dropout, "weight_decay": train_cfg.weight_decay,
             "test_acc": s["test_acc"], "max_test_acc_over_epochs": s["max_test_acc_over_epochs"],
             "ms_per_epoch": s["ms_per_epoch"]}
     if method != "none":
@@ -135,7 +139,8 @@ def main(argv=None) -> dict:
             for method in args.methods.split(","):
                 cell_targets = {"a2q": targets, "degree-aware": degree_targets}.get(method, [4.0])
                 for target in cell_targets:
-                    cell = run_cell(graph, arch, method, target, seeds, args.epochs, args.penalty_weight)
+                    cell = run_cell(graph, arch, method, target, seeds, args.epochs, args.penalty_weight,
+                                    args.dropout, args.weight_decay)
                     if method == "none":
                         fp32_ms[method] = cell["ms_per_epoch"]
                     ref = fp32_ms.get("none")
@@ -151,7 +156,8 @@ def main(argv=None) -> dict:
 
 
 def _cell_key(c: dict) -> tuple:
-    return (c["dataset"], c["model"], c["method"], c.get("target_bits"), c.get("penalty_weight"), c.get("epochs"))
+    return (c["dataset"], c["model"], c["method"], c.get("target_bits"), c.get("penalty_weight"), c.get("epochs"),
+            c.get("dropout"), c.get("weight_decay"))
 
 
 def _write(path: Path, command: str, seeds, t0: float, cells: list[dict], previous: dict | None = None,
