@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 from hw.config import ablation_variants, preset
 from hw.report import run_simulation
-from hw.workload import Workload, workload_from_export, workload_from_graph
+from hw.workload import ORDERS, Workload, workload_from_export, workload_from_graph
 
 PAPER = {"degree_aware_bitmap": {"speedup": 4.8, "dram_reduction": 5.8},
          "adaptive_package": {"speedup": 4.7, "dram_reduction": 2.5},
@@ -44,7 +44,7 @@ NOTES = [
 ]
 
 
-def _workload(name: str) -> tuple[Workload, dict]:
+def _workload(name: str, order: str = "natural") -> tuple[Workload, dict]:
     """A dataset name (degree-rule bits, GCN F_in -> 128 -> 16) or a ``.qgraph`` export (learned bits, the trained
     model's widths), with what to record about where the bits came from."""
     if name.endswith(".qgraph"):
@@ -53,18 +53,20 @@ def _workload(name: str) -> tuple[Workload, dict]:
         provenance = manifest.get("provenance", {})
         return workload_from_export(name), {"export": Path(name).name, "export_command": provenance.get("command"),
                                             "export_metrics": manifest.get("metrics")}
-    return workload_from_graph(name), {}
+    return workload_from_graph(name, order=order), {"order": order}
 
 
-def run(datasets: list[str], path: Path, command: str = "") -> dict:
+def run(datasets: list[str], path: Path, command: str = "", order: str = "natural") -> dict:
     """Simulate every dataset; datasets already in ``path`` that are not rerun are kept (each names its command)."""
     variants = ablation_variants()
     previous = json.loads(path.read_text()).get("datasets", {}) if path.exists() else {}
-    keys = [Path(name).name for name in datasets]  # an export is keyed by its file name, not its location
+    # An export is keyed by its file name (not its location); a METIS-ordered workload as "<name>+metis".
+    keys = [Path(name).name if name.endswith(".qgraph") or order == "natural" else f"{name}+metis"
+            for name in datasets]
     out = {"paper": PAPER, "notes": NOTES, "datasets": {k: v for k, v in previous.items() if k not in keys}}
     for name, entry_key in zip(datasets, keys, strict=True):
         t0 = time.perf_counter()
-        wl, source = _workload(name)
+        wl, source = _workload(name, order)
         rows = {}
         for key, cfg in list(variants.items()) + [("hygcn", preset("hygcn")), ("gcnax", preset("gcnax"))]:
             r = run_simulation(wl, cfg, check=key == "condense_edge")
@@ -94,9 +96,11 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--datasets", nargs="+", help="dataset names (degree-rule bits) or .qgraph exports (learned bits)",
                    default=["cora", "citeseer", "pubmed", "amazon-computers", "coauthor-cs"])
+    p.add_argument("--order", default="natural", choices=ORDERS,
+                   help="node order of dataset workloads (METIS: the accelerator's subgraphs follow METIS parts)")
     p.add_argument("--out", default="benchmarks/results/hw_ablation.json")
     args = p.parse_args()
-    run(args.datasets, Path(args.out), "python benchmarks/hw_ablation.py " + " ".join(sys.argv[1:]))
+    run(args.datasets, Path(args.out), "python benchmarks/hw_ablation.py " + " ".join(sys.argv[1:]), args.order)
     print(f"wrote {args.out}")
 
 

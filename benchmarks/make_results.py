@@ -107,7 +107,33 @@ def render_gt_accuracy(res: dict) -> list[str]:
     return lines + [""]
 
 
-RENDERERS = {"fp32_accuracy": render_fp32, "train_speed": render_speed, "quant_table": render_quant,
+def render_hw_ablation(res: dict) -> list[str]:
+    paper = res.get("paper", {})
+    steps = ("degree_aware_bitmap", "adaptive_package", "condense_edge")
+    lines = ["## MEGA ablation in the cycle model (speedup x / DRAM reduction x per step)", "",
+             "File: `benchmarks/results/hw_ablation.json` (`python benchmarks/hw_ablation.py`; each row names its "
+             "command). Steps: FP32 -> degree-aware bits, plain bitmap -> + Adaptive-Package -> + Condense-Edge; "
+             "then MEGA (all steps) against the HyGCN-like and GCNAX-like presets.", "",
+             "| workload | bits | node order | degree-aware | + Adaptive-Package | + Condense-Edge | MEGA vs FP32 | "
+             "MEGA vs HyGCN-like | MEGA vs GCNAX-like |", "|---|---|---|---|---|---|---|---|---|"]
+
+    def cell(d: dict | None) -> str:
+        return f"{d['speedup']:.2f} / {d['dram_reduction']:.2f}" if d else "-"
+
+    lines.append(f"| MEGA paper ({paper.get('source', '')}) | learned | METIS | "
+                 + " | ".join(cell(paper.get(k)) for k in steps) + " | - | "
+                 + cell(paper.get("headline_vs_hygcn")) + " | - |")
+    for name, d in res.get("datasets", {}).items():
+        st = d["steps"]
+        lines.append(f"| {name} | {d.get('bits_source', 'degree rule')} | {d.get('order', 'natural')} | "
+                     + " | ".join(cell(st.get(k)) for k in steps + ("mega_vs_fp32", "mega_vs_hygcn", "mega_vs_gcnax"))
+                     + " |")
+    lines += ["", "Notes (from the script):", ""] + [f"- {n}" for n in res.get("notes", [])] + [""]
+    return lines
+
+
+RENDERERS = {"hw_ablation": render_hw_ablation,
+             "fp32_accuracy": render_fp32, "train_speed": render_speed, "quant_table": render_quant,
              "quant_speed": render_quant_speed,
              "gt_accuracy": render_gt_accuracy}
 

@@ -91,7 +91,7 @@ def partition_nodes(edge_index: Tensor, num_nodes: int, num_parts: int, method: 
     np.add.at(xadj, src + 1, 1)
     xadj = np.cumsum(xadj)
     opts = pymetis.Options(seed=seed)
-    _, membership = pymetis.part_graph(num_parts, xadj=xadj, adjncy=dst, options=opts)
+    _, membership = pymetis.part_graph(num_parts, pymetis.CSRAdjacency(xadj, dst), options=opts)
     parts = torch.as_tensor(np.asarray(membership), dtype=torch.long)
     sizes = torch.bincount(parts, minlength=num_parts)
     if (sizes == 0).any():

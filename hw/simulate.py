@@ -14,7 +14,7 @@ from pathlib import Path
 from hw.config import PRESETS, load_config, preset
 from hw.plots import plot_result
 from hw.report import run_simulation
-from hw.workload import workload_from_export, workload_from_graph
+from hw.workload import ORDERS, workload_from_export, workload_from_graph
 
 
 def summary(result: dict) -> str:
@@ -44,12 +44,14 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--arch", default="mega", choices=sorted(PRESETS))
     p.add_argument("--config", help="TOML file overriding the preset's fields (top level or [accelerator])")
     p.add_argument("--hidden", type=int, default=128, help="hidden width of the 2-layer GCN (dataset workloads)")
+    p.add_argument("--order", default="natural", choices=ORDERS,
+                   help="node order of dataset workloads: natural IDs, or METIS parts as consecutive subgraphs")
     p.add_argument("--out", default="benchmarks/results", help="directory for the JSON and PNG")
     p.add_argument("--no-check", action="store_true", help="skip the functional check")
     args = p.parse_args(argv)
     cfg = load_config(args.config, base=args.arch) if args.config else preset(args.arch)
     wl = (workload_from_export(args.workload) if Path(args.workload).exists()
-          else workload_from_graph(args.workload, hidden=args.hidden))
+          else workload_from_graph(args.workload, hidden=args.hidden, order=args.order))
     result = run_simulation(wl, cfg, check=not args.no_check)
     print(summary(result))
     out = Path(args.out)

@@ -151,11 +151,47 @@ def _graph_features(name: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return x, ei
 
 
-def workload_from_graph(name: str, hidden: int = 128, num_classes: int = 16, seed: int = 0) -> Workload:
-    """2-layer GCN workload (F_in -> hidden -> num_classes) on a dataset/synthetic graph, degree-rule bits."""
+ORDERS = ("natural", "metis")
+
+
+def metis_order(edge_index: np.ndarray, num_nodes: int, part_nodes: int = 256, seed: int = 0) -> np.ndarray:
+    """A node order that keeps METIS parts of about ``part_nodes`` nodes contiguous: ``order[new_id] = old_id``.
+
+    The accelerator's subgraphs are runs of consecutive node IDs (``hw.scheduler.tile_nodes``: 256 nodes for a
+    128-wide layer of the ``mega`` preset, 2048 for a 16-wide one); MEGA partitions with METIS first. Renumbering
+    by part gives tiles that approximately coincide with (or are unions of) METIS parts; part sizes are balanced,
+    not exact, so tile and part boundaries drift by a few nodes.
+    """
+    import torch
+
+    from distributed.partition import partition_nodes
+
+    num_parts = max(1, -(-num_nodes // part_nodes))
+    parts = partition_nodes(torch.as_tensor(edge_index), num_nodes, num_parts, "metis", seed).numpy()
+    return np.lexsort((np.arange(num_nodes), parts))  # by part, then by original ID
+
+
+def reorder_graph(x: np.ndarray, edge_index: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Renumber nodes so that new node i is old node ``order[i]``. x: (N, F), edge_index: (2, E)."""
+    new_id = np.empty_like(order)
+    new_id[order] = np.arange(order.size)
+    return x[order], new_id[edge_index]
+
+
+def workload_from_graph(name: str, hidden: int = 128, num_classes: int = 16, seed: int = 0,
+                        order: str = "natural") -> Workload:
+    """2-layer GCN workload (F_in -> hidden -> num_classes) on a dataset/synthetic graph, degree-rule bits.
+
+    ``order``: ``"natural"`` (the dataset's node IDs) or ``"metis"`` (renumbered by `metis_order`, so the
+    accelerator's consecutive-ID subgraphs follow a METIS partition).
+    """
+    if order not in ORDERS:
+        raise ValueError(f"workload_from_graph: unknown order {order!r}; valid: {', '.join(ORDERS)}")
     x, ei = _graph_features(name, seed)
+    if order == "metis":
+        x, ei = reorder_graph(x, ei, metis_order(ei, x.shape[0], seed=seed))
     model = build_gcn(x, ei, (x.shape[1], hidden, num_classes), seed=seed)
-    return workload_from_model(name, model, ei, BITS_RULE)
+    return workload_from_model(name if order == "natural" else f"{name}+metis", model, ei, BITS_RULE)
 
 
 def workload_from_export(path: str) -> Workload:
