@@ -99,11 +99,20 @@ def render_quant_speed(res: dict) -> list[str]:
 
 def render_gt_accuracy(res: dict) -> list[str]:
     lines = ["## Graph transformer accuracy (validation-selected test accuracy, %)", "",
-             f"Command: `python {res.get('command', 'benchmarks/gt_accuracy.py')}`.", "",
-             "| dataset | GCN (gnn/) | graph transformer (interleaved) | gap (pt) |", "|---|---|---|---|"]
+             f"File: `benchmarks/results/gt_accuracy.json`; last command: `python {res.get('command', '')}` "
+             "(rows with their own command name it).", "",
+             "| dataset | GCN (gnn/, FP32) | graph transformer | test acc | avg feature bits (no sign) | "
+             "gap to GCN (pt) "
+             "| seeds | command |", "|---|---|---|---|---|---|---|---|"]
     for name, d in res.get("datasets", {}).items():
-        lines.append(f"| {name} | {_pm(d['gcn']['test_acc'])} | {_pm(d['gt_interleaved']['test_acc'])} | "
-                     f"{d['gap_pts']:+.2f} |")
+        for key, gt in d.items():
+            if not key.startswith("gt_"):
+                continue
+            bits = gt.get("final_avg_bits", {}).get("mean")
+            gap = gt["test_acc"]["mean"] - d["gcn"]["test_acc"]["mean"]
+            lines.append(f"| {name} | {_pm(d['gcn']['test_acc'])} | {key[3:]} | {_pm(gt['test_acc'])} | "
+                         f"{'32 (FP32)' if bits is None else f'{bits:.2f}'} | {gap:+.2f} | {gt['test_acc']['n']} | "
+                         f"{'`' + gt['command'] + '`' if gt.get('command') else '-'} |")
     return lines + [""]
 
 

@@ -71,3 +71,21 @@ def quant_optimizer(qmodel: nn.Module, cfg, lr: float, weight_decay: float) -> t
     base = [p for p in qmodel.parameters() if id(p) not in qids]
     opt = torch.optim.AdamW([{"params": base, "lr": lr, "weight_decay": weight_decay}, *qgroups])
     return opt, lambda: quant_penalty(qmodel)
+
+
+def train_quantized_seed(model: GraphTransformer, graph: AttentionGraph, pe: Tensor | None, data, split, cfg,
+                         seed: int, qcfg) -> dict:
+    """One seed of single-process quantization-aware training (``cfg``: graphtransformer.training.TrainConfig,
+    ``qcfg``: quant.config.QuantConfig); the record of ``train_seed`` gains the average feature bits (without /
+    with the sign bit) of the model after the last epoch."""
+    from graphtransformer.training import single_process_rows, train_seed
+    from quant.api import quant_summary
+
+    qmodel = quantize_graph_transformer(model, graph, pe, data, qcfg)
+    opt, penalty = quant_optimizer(qmodel, qcfg, cfg.lr, cfg.weight_decay)
+    record = train_seed(qmodel, data, split, pe, single_process_rows(data.edge_index), cfg, seed, opt=opt,
+                        penalty=penalty)
+    summary = quant_summary(qmodel)
+    record["final_avg_bits"] = summary.get("avg_bits")
+    record["final_avg_bits_with_sign"] = summary.get("avg_bits_with_sign")
+    return record

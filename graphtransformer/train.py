@@ -109,24 +109,6 @@ def _patience(args: argparse.Namespace) -> int:
     return args.epochs if args.quant != "none" else TrainConfig().patience
 
 
-def _train_quantized(model: GraphTransformer, graph, pe, data, split, cfg: TrainConfig, seed: int,
-                     args: argparse.Namespace) -> dict:
-    """One seed of quantization-aware training; the record gains the average feature bits
-    (without / with the sign bit) of the model after the last epoch."""
-    from graphtransformer.quantize import quant_optimizer, quantize_graph_transformer
-    from quant.api import quant_summary
-
-    qcfg = QuantConfig(method=args.quant, target_bits=args.target_bits, penalty_weight=args.penalty_weight)
-    qmodel = quantize_graph_transformer(model, graph, pe, data, qcfg)
-    opt, penalty = quant_optimizer(qmodel, qcfg, cfg.lr, cfg.weight_decay)
-    record = train_seed(qmodel, data, split, pe, single_process_rows(data.edge_index), cfg, seed, opt=opt,
-                        penalty=penalty)
-    summary = quant_summary(qmodel)
-    record["final_avg_bits"] = summary.get("avg_bits")
-    record["final_avg_bits_with_sign"] = summary.get("avg_bits_with_sign")
-    return record
-
-
 def main() -> None:
     args = _parse()
     from gnn.data.loaders import load_dataset
@@ -164,7 +146,10 @@ def main() -> None:
             broadcast_parameters(model)  # before FSDP2 shards them
             model = parallelize_graph_transformer(model, mesh, sp)
         if args.quant != "none":
-            records.append(_train_quantized(model, graph, pe, data, split, cfg, seed, args))
+            from graphtransformer.quantize import train_quantized_seed
+
+            qcfg = QuantConfig(method=args.quant, target_bits=args.target_bits, penalty_weight=args.penalty_weight)
+            records.append(train_quantized_seed(model, graph, pe, data, split, cfg, seed, qcfg))
         else:
             records.append(train_seed(model, data, split, pe, rows, cfg, seed))
     result = {"dataset": args.dataset, "config": asdict(cfg), "schedule": list(cfg.schedule()), "quant": args.quant,
