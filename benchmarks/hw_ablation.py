@@ -41,6 +41,14 @@ NOTES = [
     "from the secondary sources how MEGA's 'bitmap' baseline computes; this split is our assumption.",
     "HyGCN-like runs aggregation first on 32-bit F_in-wide rows: its traffic scales with F_in x edges, the main "
     "source of the large headline gap.",
+    "The degree-aware step is a slowdown where input features are dense (Amazon Computers: 35% of the 767 inputs "
+    "non-zero): a bit-serial engine spends one cycle per non-zero bit of each non-zero value, so it beats the FP32 "
+    "stand-in's one-cycle 32-bit MAC only through zero skipping (Cora and CiteSeer inputs are 1.3% and 0.9% "
+    "non-zero). MEGA's workloads (Cora, CiteSeer, PubMed, NELL, Reddit) have sparse inputs or narrow ones.",
+    "Rows named <dataset>+metis renumber the nodes by METIS parts of ~256 nodes (--order metis), so the "
+    "accelerator's consecutive-ID subgraphs follow a partition as in MEGA; other dataset rows use natural IDs.",
+    "Rows named *.qgraph are trained exports: learned degree-aware bits and the trained model's widths (GCN "
+    "F_in -> 16 -> classes), so their absolute numbers are not comparable with the 128-wide degree-rule rows.",
 ]
 
 

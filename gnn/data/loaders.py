@@ -50,8 +50,7 @@ class GraphData:
 
 def _row_normalize(x: Tensor) -> Tensor:
     """Kipf & Welling's feature preprocessing: each row sums to one (rows of zeros stay zero). The registry's
-    ``features = "row-normalized"`` asks for it (Planetoid, and Amazon Computers, whose binary rows hold 43 to
-    558 ones of 767: raw, they let GraphSAGE's first layer blow up on some seeds)."""
+    ``features = "row-normalized"`` asks for it (the Planetoid datasets)."""
     s = x.sum(dim=-1, keepdim=True)
     return x / s.clamp(min=1e-12)
 
