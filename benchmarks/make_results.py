@@ -66,7 +66,8 @@ def render_quant(res: dict) -> list[str]:
     for c in res.get("cells", []):
         bits = c.get("avg_bits")
         training = f"{c.get('epochs', '-')} epochs" + "".join(
-            f", {label} {c[key]:g}" for key, label in (("dropout", "dropout"), ("weight_decay", "wd")) if key in c)
+            f", {label} {c[key]:g}" for key, label in (("dropout", "dropout"), ("weight_decay", "wd")) if key in c) \
+            + (f", {c['features']} features" if "features" in c else "")
         lines.append(
             f"| {c['dataset']} | {c['model']} | {c['method']} | {training} | {c.get('target_bits') or '-'} | "
             f"{c.get('penalty_weight', '-')} | {_pm(c['test_acc'])} | {_pm(c['max_test_acc_over_epochs'])} | "

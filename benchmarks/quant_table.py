@@ -9,7 +9,7 @@ the FP32 cell of the same command (meaningful only when the cells ran one after 
 interleaved measurement is ``benchmarks/quant_speed.py``).
 Writes benchmarks/results/quant_table.json (after every cell), quant_acc_vs_bits.png, quant_bits_vs_degree.png.
 ``--merge`` keeps the cells of earlier commands (a cell with the same dataset, model, method, target, penalty
-weight, epochs, dropout and weight decay is replaced) and lists every command in the file.
+weight, epochs, dropout, weight decay and feature preprocessing is replaced) and lists every command in the file.
 """
 
 from __future__ import annotations
@@ -48,6 +48,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--epochs", type=int, help="override the preset's epochs")
     p.add_argument("--dropout", type=float, help="override the preset's dropout (e.g. A2Q's GCN-Cora 0.35)")
     p.add_argument("--weight-decay", type=float, help="override the preset's weight decay (A2Q's GCN-Cora 0.02)")
+    p.add_argument("--features", choices=("raw", "row-normalized"),
+                   help="input feature preprocessing in place of the registry's (Cora: row-normalized)")
     p.add_argument("--out", type=Path, default=RESULTS / "quant_table.json")
     p.add_argument("--merge", action="store_true", help="add to the cells already in --out instead of replacing")
     return p.parse_args(argv)
@@ -133,7 +135,7 @@ def main(argv=None) -> dict:
     command = "python benchmarks/quant_table.py " + " ".join(argv if argv is not None else sys.argv[1:])
     previous = json.loads(args.out.read_text()) if args.merge and args.out.exists() else None
     for name in args.datasets.split(","):
-        graph = load_dataset(name)
+        graph = load_dataset(name, features=args.features)
         for arch in args.models.split(","):
             fp32_ms = {}
             for method in args.methods.split(","):
@@ -146,6 +148,8 @@ def main(argv=None) -> dict:
                     ref = fp32_ms.get("none")
                     cell["time_per_epoch_vs_fp32"] = cell["ms_per_epoch"] / ref if ref else None
                     cell["command"] = command
+                    if args.features:
+                        cell["features"] = args.features
                     cells.append(cell)
                     _write(args.out, command, seeds, t0, cells, previous)  # partial results survive an interrupt
                     bits = cell.get("avg_bits", {}).get("mean", 32.0)
@@ -157,7 +161,7 @@ def main(argv=None) -> dict:
 
 def _cell_key(c: dict) -> tuple:
     return (c["dataset"], c["model"], c["method"], c.get("target_bits"), c.get("penalty_weight"), c.get("epochs"),
-            c.get("dropout"), c.get("weight_decay"))
+            c.get("dropout"), c.get("weight_decay"), c.get("features"))
 
 
 def _write(path: Path, command: str, seeds, t0: float, cells: list[dict], previous: dict | None = None,

@@ -18,7 +18,7 @@ from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.utils import remove_self_loops, to_undirected
 
-from gnn.data.registry import DataError, DatasetEntry, ensure_raw, get_entry
+from gnn.data.registry import FEATURE_PREPROCESSING, DataError, DatasetEntry, ensure_raw, get_entry
 from gnn.data.splits import Split, fraction_split, mask_to_index, per_class_split, stratified_kfold
 
 
@@ -118,7 +118,8 @@ def _pubmed_topology(entry: DatasetEntry, root: Path) -> GraphData:
                      info={"note": "features absent (ind.pubmed.allx missing): topology work only"})
 
 
-def load_dataset(name: str, data_root: str | Path | None = None, split_seed: int = 0) -> GraphData:
+def load_dataset(name: str, data_root: str | Path | None = None, split_seed: int = 0,
+                 features: str | None = None) -> GraphData:
     """Load a registered dataset by name (see `gnn.data.registry.load_registry` for the names).
 
     Args:
@@ -126,10 +127,14 @@ def load_dataset(name: str, data_root: str | Path | None = None, split_seed: int
             handled by `gnn.data.synthetic`.
         data_root: explicit data root (``--data-root``); see the registry module for the resolution order.
         split_seed: seed of random splits and folds (the public Planetoid split ignores it).
+        features: ``"raw"`` or ``"row-normalized"`` in place of the registry's preprocessing (None: the registry's).
     """
     entry = get_entry(name)
+    features = entry.features if features is None else features
+    if features not in FEATURE_PREPROCESSING:
+        raise ValueError(f"load_dataset: unknown features {features!r}; valid: {', '.join(FEATURE_PREPROCESSING)}")
     graph = _load_raw_features(entry, ensure_raw(entry.key, data_root), split_seed)
-    if entry.features == "row-normalized":
+    if features == "row-normalized":
         graph.data.x = _row_normalize(graph.data.x)
     return graph
 

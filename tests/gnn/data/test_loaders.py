@@ -77,3 +77,12 @@ def test_stratified_folds_keep_class_ratio():
         assert torch.equal(torch.bincount(y[f.test], minlength=3), torch.tensor([6, 3, 1]))
         assert len(f.train) == 80 and len(f.val) == 10
     assert not torch.equal(stratified_kfold(y, 10, seed=4)[0].test, folds[0].test)
+
+
+def test_feature_preprocessing_override():
+    raw = load_dataset("cora", features="raw")
+    assert float(raw.data.x.sum(dim=1).max()) > 1.5  # binary bag-of-words counts
+    normalized = load_dataset("cora")  # the registry's row-normalized
+    torch.testing.assert_close(normalized.data.x, raw.data.x / raw.data.x.sum(dim=1, keepdim=True).clamp(min=1e-12))
+    with pytest.raises(ValueError, match="valid: raw, row-normalized"):
+        load_dataset("cora", features="l2")
