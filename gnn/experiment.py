@@ -27,7 +27,8 @@ def run_experiment(graph: GraphData, model_cfg: ModelConfig, train_cfg: TrainCon
         jobs = [(s, 0) for s in seeds]
     if run_dir:
         run_dir.mkdir(parents=True, exist_ok=True)
-        config = {"dataset": graph.name, "task": graph.task, "model": asdict(model_cfg),
+        data = {k: graph.info[k] for k in ("features", "split_seed") if k in graph.info}
+        config = {"dataset": graph.name, "task": graph.task, "data": data, "model": asdict(model_cfg),
                   "train": asdict(train_cfg), "seeds": seeds}
         (run_dir / "config.json").write_text(json.dumps(config, indent=2))
     results: list[SeedResult] = []

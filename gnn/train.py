@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from gnn.data.loaders import load_dataset
-from gnn.data.registry import DataError, load_registry
+from gnn.data.registry import FEATURE_PREPROCESSING, DataError, load_registry
 from gnn.experiment import format_table, run_experiment
 from gnn.models import ARCHS
 from gnn.presets import model_and_train_config, with_overrides
@@ -38,6 +38,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--penalty-weight", type=float,
                    help="weight a of the memory penalty a*relu(M - M_target)^2, M in KB (default 2.5, A2Q's)")
     p.add_argument("--split-seed", type=int, default=0, help="seed of random splits and CV folds")
+    p.add_argument("--features", choices=FEATURE_PREPROCESSING,
+                   help="input feature preprocessing in place of the dataset registry's (Cora: row-normalized)")
     p.add_argument("--data-root", help="directory holding raw datasets (else GNN_DATA_ROOT, the mirror, download)")
     p.add_argument("--run-dir", type=Path, help="output directory (default: runs/<dataset>_<model>_<time>)")
     p.add_argument("--resume", action="store_true", help="continue the runs found in --run-dir")
@@ -55,7 +57,8 @@ def main(argv: list[str] | None = None) -> dict:
     if args.resume and args.run_dir is None:
         sys.exit("error: --resume needs --run-dir pointing at the run to continue")
     try:
-        graph = load_dataset(args.dataset, data_root=args.data_root, split_seed=args.split_seed)
+        graph = load_dataset(args.dataset, data_root=args.data_root, split_seed=args.split_seed,
+                             features=args.features)
         model_cfg, train_cfg = model_and_train_config(graph, args.model)
         model_cfg = with_overrides(model_cfg, hidden_dim=args.hidden, num_layers=args.layers, dropout=args.dropout)
         train_cfg = with_overrides(train_cfg, epochs=args.epochs, lr=args.lr, weight_decay=args.weight_decay,

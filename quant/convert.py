@@ -222,7 +222,9 @@ def load_trained(run_dir: Path | str, seed_dir: str | None = None, data_root: st
     if train.get("quant", "none") not in SUPPORTED_METHODS:
         raise ValueError(f"load_trained: run {run_dir} was trained with quant={train.get('quant')!r}; the export "
                          f"supports {', '.join(SUPPORTED_METHODS)}")
-    graph = load_dataset(config["dataset"], data_root=data_root)
+    data = config.get("data", {})  # the features and split the run was trained on
+    graph = load_dataset(config["dataset"], data_root=data_root, split_seed=data.get("split_seed", 0),
+                         features=data.get("features"))
     model = build_model(ModelConfig(**config["model"]))
     quantize_(model, QuantConfig(method=train["quant"], target_bits=train["target_bits"]), graph.data)
     model.load_state_dict(torch.load(subs[0] / "best.pt", map_location="cpu", weights_only=True))

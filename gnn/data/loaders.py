@@ -136,6 +136,7 @@ def load_dataset(name: str, data_root: str | Path | None = None, split_seed: int
     graph = _load_raw_features(entry, ensure_raw(entry.key, data_root), split_seed)
     if features == "row-normalized":
         graph.data.x = _row_normalize(graph.data.x)
+    graph.info.update(features=features, split_seed=split_seed)  # what a run must record to reload the same data
     return graph
 
 

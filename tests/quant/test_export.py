@@ -177,3 +177,21 @@ def test_pipeline_step_export_skips_other_models_and_needs_the_quantize_step(tmp
     assert "skipped" in capsys.readouterr().out and "export_path" not in ctx
     with pytest.raises(FileNotFoundError, match="quantize"):
         step_export({**ctx, "model": "gcn"})
+
+
+def test_export_reloads_the_features_the_run_was_trained_on(tmp_path):
+    from dataclasses import replace
+
+    from gnn.data.loaders import load_dataset
+    from gnn.experiment import run_experiment
+    from gnn.presets import model_and_train_config
+    from quant.convert import load_trained
+
+    graph = load_dataset("cora", features="raw")
+    model_cfg, train_cfg = model_and_train_config(graph, "gcn")
+    run_experiment(graph, model_cfg, replace(train_cfg, epochs=2, quant="a2q", target_bits=4.0), [0],
+                   run_dir=tmp_path, progress=False)
+    assert json.loads((tmp_path / "config.json").read_text())["data"] == {"features": "raw", "split_seed": 0}
+    trained = load_trained(tmp_path)
+    assert trained.graph.info["features"] == "raw"
+    assert torch.equal(trained.graph.data.x, graph.data.x)  # not the registry's row-normalized rows
