@@ -9,46 +9,30 @@ from gnn.conv.gin import GINConv
 from gnn.conv.sage import SAGEConv
 from gnn.ops import csr_adjacency
 
-N = 40
-
-
-def _graph(seed: int = 0) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed)
-    ei = torch.randint(0, N - 3, (2, 160), generator=g)  # nodes N-3.. have no edges at all
-    return torch.cat([ei, ei[:, :10]], dim=1)  # 10 duplicate edges
-
-
-def _run(conv, x, ei, min_edges, monkeypatch):
-    monkeypatch.setattr(aggregation, "SPMM_MIN_EDGES", min_edges)
-    x = x.clone().requires_grad_(True)
-    out = conv(x, ei)
-    out.backward(torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out))
-    grads = [x.grad] + [p.grad.clone() for p in conv.parameters()]
-    conv.zero_grad()
-    return out.detach(), grads
+N = 40  # conftest.NUM_NODES
 
 
 @pytest.mark.parametrize("make", [lambda: GCNConv(6, 4), lambda: GCNConv(6, 8), lambda: SAGEConv(6, 4),
                                   lambda: SAGEConv(6, 8), lambda: GINConv(6, 4), lambda: GINConv(6, 8)],
                          ids=["gcn", "gcn-wide", "sage-project-first", "sage", "gin-project-first", "gin"])
-def test_sparse_matrix_path_equals_message_passing(make, monkeypatch):
+def test_sparse_matrix_path_equals_message_passing(make, edges_with_duplicates, forward_backward):
     torch.manual_seed(0)
     conv = make().double()
     x = torch.randn(N, 6, dtype=torch.float64)
-    ei = _graph()
-    ref_out, ref_grads = _run(conv, x, ei, 10**12, monkeypatch)  # message passing
-    out, grads = _run(conv, x, ei, 0, monkeypatch)  # CSR product
+    ei = edges_with_duplicates()
+    ref_out, ref_grads = forward_backward(conv, x, ei, 10**12)  # message passing
+    out, grads = forward_backward(conv, x, ei, 0)  # CSR product
     assert conv._csr._key is not None  # the CSR path really ran
     torch.testing.assert_close(out, ref_out, rtol=0, atol=1e-12)
     for g, r in zip(grads, ref_grads, strict=True):
         torch.testing.assert_close(g, r, rtol=0, atol=1e-12)
 
 
-def test_csr_cache_rebuilds_for_a_new_graph(monkeypatch):
+def test_csr_cache_rebuilds_for_a_new_graph(monkeypatch, edges_with_duplicates):
     monkeypatch.setattr(aggregation, "SPMM_MIN_EDGES", 0)
     conv = SAGEConv(6, 8).double()
     x = torch.randn(N, 6, dtype=torch.float64)
-    a, b = _graph(0), _graph(1)
+    a, b = edges_with_duplicates(0), edges_with_duplicates(1)
     conv(x, a)
     out_b = conv(x, b)
     monkeypatch.setattr(aggregation, "SPMM_MIN_EDGES", 10**12)

@@ -3,37 +3,20 @@
 import pytest
 import torch
 
-import gnn.conv.aggregation as aggregation
 from gnn.conv.attention_aggregation import AttentionAggregation, _block_csr_layout
 from gnn.conv.gat import GATConv
 
-N = 40
-
-
-def _graph(seed: int = 0) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed)
-    ei = torch.randint(0, N - 3, (2, 160), generator=g)  # nodes N-3.. have no edges but their self-loop
-    return torch.cat([ei, ei[:, :10]], dim=1)  # 10 duplicate edges
-
-
-def _run(conv, x, ei, min_edges, monkeypatch):
-    monkeypatch.setattr(aggregation, "SPMM_MIN_EDGES", min_edges)
-    x = x.clone().requires_grad_(True)
-    out = conv(x, ei)
-    out.backward(torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out))
-    grads = [x.grad] + [p.grad.clone() for p in conv.parameters()]
-    conv.zero_grad()
-    return out.detach(), grads
+N = 40  # conftest.NUM_NODES
 
 
 @pytest.mark.parametrize("concat", [True, False], ids=["concat-heads", "mean-heads"])
-def test_gat_sparse_product_equals_message_passing(concat, monkeypatch):
+def test_gat_sparse_product_equals_message_passing(concat, edges_with_duplicates, forward_backward):
     torch.manual_seed(0)
     conv = GATConv(6, 5, heads=3, concat=concat).double()
     x = torch.randn(N, 6, dtype=torch.float64)
-    ei = _graph()
-    ref_out, ref_grads = _run(conv, x, ei, 10**12, monkeypatch)  # message passing
-    out, grads = _run(conv, x, ei, 0, monkeypatch)  # one sparse product per direction
+    ei = edges_with_duplicates()
+    ref_out, ref_grads = forward_backward(conv, x, ei, 10**12)  # message passing
+    out, grads = forward_backward(conv, x, ei, 0)  # one sparse product per direction
     assert conv._attention_spmm._key is not None  # the sparse path really ran
     torch.testing.assert_close(out, ref_out, rtol=0, atol=1e-12)
     assert len(grads) == 5  # x, bias-free lin weight, att_src, att_dst, bias
