@@ -4,7 +4,7 @@
 
 Same run, same inputs, same optimiser; ours and PyG's alternate repeat by repeat so that machine noise hits
 both alike; the median over repeats is reported, and the ratio ours / PyG (target <= 1.1).
-Writes benchmarks/results/train_speed.json.
+Writes benchmarks/results/train_speed.json (cases of datasets not rerun are kept; each case names its command).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 import torch_geometric.nn as pygnn  # noqa: E402
-from _common import machine, save_results  # noqa: E402
+from _common import load_results, machine, save_results  # noqa: E402
 
 from gnn.data.loaders import load_dataset  # noqa: E402
 from gnn.models import build_model, dropout  # noqa: E402
@@ -70,7 +70,9 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--datasets", default="cora,coauthor-cs")
     args = p.parse_args()
-    out = {"machine": machine(), "repeats": args.repeats, "steps": args.steps, "cases": {}}
+    command = "python benchmarks/train_speed.py " + " ".join(sys.argv[1:])
+    previous = load_results("train_speed").get("cases", {})  # cases of other datasets stay
+    out = {"machine": machine(), "cases": previous}
     for name in args.datasets.split(","):
         graph = load_dataset(name)
         d = graph.data
@@ -82,11 +84,12 @@ def main() -> None:
             x = d.x.to_sparse() if wants_sparse_input(ours, graph) else d.x
             idx = graph.splits[0].train
             ms_ours, ms_pyg = [], []
-            for _ in range(args.repeats):
-                ms_ours.append(time_steps(ours, x, d.edge_index, d.y, idx, args.steps))
-                ms_pyg.append(time_steps(theirs, x, d.edge_index, d.y, idx, args.steps))
+            for r in range(args.repeats):  # alternate who goes first, so drifting load hits both alike
+                for model, times in ((ours, ms_ours), (theirs, ms_pyg))[:: 1 if r % 2 == 0 else -1]:
+                    times.append(time_steps(model, x, d.edge_index, d.y, idx, args.steps))
             case = {"ours_ms": statistics.median(ms_ours), "pyg_ms": statistics.median(ms_pyg),
-                    "ours_all_ms": ms_ours, "pyg_all_ms": ms_pyg, "sparse_input": x.is_sparse}
+                    "ours_all_ms": ms_ours, "pyg_all_ms": ms_pyg, "sparse_input": x.is_sparse,
+                    "repeats": args.repeats, "steps": args.steps, "command": command}
             case["ratio"] = case["ours_ms"] / case["pyg_ms"]
             out["cases"][f"{name}:{arch}"] = case
             print(f"{name:<14}{arch:<5} ours {case['ours_ms']:9.2f} ms  pyg {case['pyg_ms']:9.2f} ms  "
