@@ -79,8 +79,11 @@ def test_invariants_latency_and_bits(workload):
 def test_cli_writes_json_and_png(tmp_path, monkeypatch, make_workload):
     import hw.simulate as sim_mod
 
-    monkeypatch.setattr(sim_mod, "workload_from_graph", lambda name, hidden: make_workload(n=120))
-    r = simulate_main(["rand", "--arch", "gcnax", "--out", str(tmp_path)])
+    orders = []
+    monkeypatch.setattr(sim_mod, "workload_from_graph",
+                        lambda name, hidden, order: orders.append(order) or make_workload(n=120))
+    r = simulate_main(["rand", "--arch", "gcnax", "--order", "metis", "--out", str(tmp_path)])
+    assert orders == ["metis"]  # the node order reaches the workload builder
     files = sorted(p.name for p in tmp_path.iterdir())
     assert files == ["hw_sim_rand-120_gcnax.json", "hw_sim_rand-120_gcnax.png"]
     assert json.loads((tmp_path / files[0]).read_text())["total_cycles"] == r["total_cycles"]
