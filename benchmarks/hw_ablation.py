@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 from hw.config import ablation_variants, preset
 from hw.report import run_simulation
-from hw.workload import ORDERS, Workload, workload_from_export, workload_from_graph
+from hw.workload import ORDERS, Workload, workload_from_export, workload_from_graph, workload_name
 
 PAPER = {"degree_aware_bitmap": {"speedup": 4.8, "dram_reduction": 5.8},
          "adaptive_package": {"speedup": 4.7, "dram_reduction": 2.5},
@@ -69,8 +69,7 @@ def run(datasets: list[str], path: Path, command: str = "", order: str = "natura
     variants = ablation_variants()
     previous = json.loads(path.read_text()).get("datasets", {}) if path.exists() else {}
     # An export is keyed by its file name (not its location); a METIS-ordered workload as "<name>+metis".
-    keys = [Path(name).name if name.endswith(".qgraph") or order == "natural" else f"{name}+metis"
-            for name in datasets]
+    keys = [Path(name).name if name.endswith(".qgraph") else workload_name(name, order) for name in datasets]
     out = {"paper": PAPER, "notes": NOTES, "datasets": {k: v for k, v in previous.items() if k not in keys}}
     for name, entry_key in zip(datasets, keys, strict=True):
         t0 = time.perf_counter()

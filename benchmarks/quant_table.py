@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from gnn.data.loaders import load_dataset
+from gnn.data.registry import FEATURE_PREPROCESSING
 from gnn.models import build_model
 from gnn.presets import model_and_train_config, with_overrides
 from gnn.trainer import seed_everything, summarize, train_one
@@ -48,7 +49,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--epochs", type=int, help="override the preset's epochs")
     p.add_argument("--dropout", type=float, help="override the preset's dropout (e.g. A2Q's GCN-Cora 0.35)")
     p.add_argument("--weight-decay", type=float, help="override the preset's weight decay (A2Q's GCN-Cora 0.02)")
-    p.add_argument("--features", choices=("raw", "row-normalized"),
+    p.add_argument("--features", choices=FEATURE_PREPROCESSING,
                    help="input feature preprocessing in place of the registry's (Cora: row-normalized)")
     p.add_argument("--out", type=Path, default=RESULTS / "quant_table.json")
     p.add_argument("--merge", action="store_true", help="add to the cells already in --out instead of replacing")

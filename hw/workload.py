@@ -178,6 +178,11 @@ def reorder_graph(x: np.ndarray, edge_index: np.ndarray, order: np.ndarray) -> t
     return x[order], new_id[edge_index]
 
 
+def workload_name(name: str, order: str = "natural") -> str:
+    """The name of a dataset workload: the dataset's, with ``+metis`` when its nodes are METIS-ordered."""
+    return name if order == "natural" else f"{name}+{order}"
+
+
 def workload_from_graph(name: str, hidden: int = 128, num_classes: int = 16, seed: int = 0,
                         order: str = "natural") -> Workload:
     """2-layer GCN workload (F_in -> hidden -> num_classes) on a dataset/synthetic graph, degree-rule bits.
@@ -191,7 +196,7 @@ def workload_from_graph(name: str, hidden: int = 128, num_classes: int = 16, see
     if order == "metis":
         x, ei = reorder_graph(x, ei, metis_order(ei, x.shape[0], seed=seed))
     model = build_gcn(x, ei, (x.shape[1], hidden, num_classes), seed=seed)
-    return workload_from_model(name if order == "natural" else f"{name}+metis", model, ei, BITS_RULE)
+    return workload_from_model(workload_name(name, order), model, ei, BITS_RULE)
 
 
 def workload_from_export(path: str) -> Workload:

@@ -112,7 +112,7 @@ class AttentionAggregation:
     def __call__(self, edge_index: Tensor, alpha: Tensor, xw: Tensor) -> Tensor:
         """alpha: (E, H) coefficients of the edges of ``edge_index`` (2, E); xw: (N, H, C) -> (N, H*C)."""
         num_nodes, heads, channels = xw.shape
-        key = (edge_index, num_nodes, heads, edge_index.device)
+        key = (edge_index, num_nodes, heads)
         if self._key is None or self._key[0] is not edge_index or self._key[1:] != key[1:]:
             with torch.no_grad():
                 self._layout = AttentionLayout(edge_index, num_nodes, heads)
