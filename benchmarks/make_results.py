@@ -146,7 +146,25 @@ def render_hw_ablation(res: dict) -> list[str]:
     return lines
 
 
-RENDERERS = {"hw_ablation": render_hw_ablation,
+def render_dist_accuracy(res: dict) -> list[str]:
+    lines = ["## Distributed training: accuracy per halo codec (validation-selected test accuracy, %)", "",
+             "File: `benchmarks/results/dist_accuracy.json` (each dataset names its command). GCN, 2 layers, the "
+             "single-process preset; METIS partitions; gap = variant - fp32 exchange, in points.", "",
+             "| dataset | parts | seeds | epochs | variant | test acc | gap to fp32 (pt) | exchange bytes / epoch | "
+             "fp32 / variant bytes |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, d in res.get("datasets", {}).items():
+        ref = d["variants"].get("fp32")
+        for variant, v in d["variants"].items():
+            acc = 100 * v["test_mean"]
+            gap = f"{acc - 100 * ref['test_mean']:+.2f}" if ref else "-"
+            vol = sum(v["bytes_per_epoch"]) / len(v["bytes_per_epoch"])
+            ratio = f"{sum(ref['bytes_per_epoch']) / len(ref['bytes_per_epoch']) / vol:.1f}" if ref else "-"
+            lines.append(f"| {name} | {d['parts']} | {d['seeds']} | {d['epochs']} | {variant} | "
+                         f"{acc:.2f} +- {100 * v['test_std']:.2f} | {gap} | {vol:,.0f} | {ratio} |")
+    return lines + ["", f"Note: {res.get('note', '')}", ""]
+
+
+RENDERERS = {"hw_ablation": render_hw_ablation, "dist_accuracy": render_dist_accuracy,
              "fp32_accuracy": render_fp32, "train_speed": render_speed, "quant_table": render_quant,
              "quant_speed": render_quant_speed,
              "gt_accuracy": render_gt_accuracy}

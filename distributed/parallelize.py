@@ -21,14 +21,13 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from distributed.halo import ByteCounter, ExchangeConfig, HaloExchanger, Transfer, halo_exchange
 from distributed.partition import Partition
 from distributed.quantized import SHARDED_ATTR, ShardInfo, shard_quantizers
 from gnn.conv import GCNConv
-from gnn.models import GNN, SPARSE_INPUT_ARCHS
+from gnn.models import GNN, dropout
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,8 +35,10 @@ class ParallelConfig:
     """Attributes:
         exchange: how halo rows travel (`ExchangeConfig`).
         seed: seed of the stochastic-rounding generator (offset by rank).
-        sparse_input: feed layer 0 a sparse COO local+halo feature matrix (bag-of-words inputs such as
-            Coauthor CS; GCN/GAT only, whose first op is a linear map that takes sparse input).
+        sparse_input: layer 0 takes sparse COO input features (own rows from the caller, halo rows kept sparse
+            after the one fp32 exchange): bag-of-words inputs such as Coauthor CS (0.9% non-zero) then cost
+            O(nnz) in dropout and the first linear map instead of O(N F). Needs a first layer that projects
+            before it aggregates and does not quantize its input (`accepts_sparse_input`). Same math as dense.
     """
 
     exchange: ExchangeConfig = field(default_factory=ExchangeConfig)
@@ -75,16 +76,16 @@ class HaloConv(nn.Module):
         self.conv, self.exchanger, self.num_owned = conv, exchanger, num_owned
         self.input_halo: Tensor | None = None  # layer 0 only: fp32 halo of the raw input features
         self.input_dropout = 0.0
-        self.sparse_input = False
 
     def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
         if self.input_halo is not None:
-            halo = F.dropout(self.input_halo, self.input_dropout, self.training)  # (N_h, F_in)
+            halo = dropout(self.input_halo, self.input_dropout, self.training)  # (N_h, F_in), dense or sparse COO
         else:
             halo = halo_exchange(x, self.exchanger, self.training)  # (N_h, F_in)
-        x_full = torch.cat([x, halo])  # (N_o + N_h, F_in)
-        if self.sparse_input:
-            x_full = x_full.to_sparse()
+        if x.is_sparse != halo.is_sparse:
+            raise ValueError("HaloConv: own and halo input rows must both be dense or both sparse; pass sparse "
+                             "own features exactly when ParallelConfig.sparse_input is set")
+        x_full = torch.cat([x, halo])  # (N_o + N_h, F_in), sparse COO stays sparse
         out = self.conv(x_full, edge_index)  # (N_o + N_h, F_out)
         return out[: self.num_owned]
 
@@ -98,6 +99,10 @@ class DistGNN(nn.Module):
         self.counter = ByteCounter()
         self.generator = torch.Generator().manual_seed(cfg.seed * 1000 + part.rank)
         self.exchangers = []
+        accepts = getattr(model.convs[0], "accepts_sparse_input", None)
+        if cfg.sparse_input and (accepts is None or not accepts()):
+            raise ValueError(f"ParallelConfig: the first {model.cfg.arch!r} layer would densify sparse input "
+                             f"(it aggregates before projecting, or quantizes its input); set sparse_input=False")
         for i, conv in enumerate(model.convs):
             ex = HaloExchanger(part, cfg.exchange, i, self.counter, self.generator, group)
             self.exchangers.append(ex)
@@ -105,11 +110,6 @@ class DistGNN(nn.Module):
                 conv.normalized_edges = GlobalGCNNorm(part)  # instance attribute shadows the method
             model.convs[i] = HaloConv(conv, ex, part.num_owned)
         self.module.convs[0].input_dropout = model.cfg.dropout
-        if cfg.sparse_input:
-            if model.cfg.arch not in SPARSE_INPUT_ARCHS:
-                raise ValueError(f"ParallelConfig: sparse_input needs arch in {SPARSE_INPUT_ARCHS}, "
-                                 f"not {model.cfg.arch!r}; set sparse_input=False")
-            self.module.convs[0].sparse_input = True
         self._input_key: Tensor | None = None
         self.shard: ShardInfo | None = None
         if hasattr(model, "_quant_cfg"):
@@ -123,10 +123,16 @@ class DistGNN(nn.Module):
 
     def _exchange_input(self, x: Tensor) -> None:
         """Fetch the fp32 halo rows of the raw input once (bytes counted as "setup")."""
-        send = [x.detach()[idx] for idx in self.part.send_index]
+        if x.is_sparse != self.cfg.sparse_input:
+            raise ValueError(f"DistGNN: input features are {'sparse' if x.is_sparse else 'dense'} but "
+                             f"ParallelConfig.sparse_input is {self.cfg.sparse_input}; pass "
+                             f"{'x.to_sparse()' if self.cfg.sparse_input else 'x.to_dense()'}")
+        send = [x.detach().index_select(0, idx) for idx in self.part.send_index]
+        send = [s.to_dense() if s.is_sparse else s for s in send]  # fp32 rows on the wire, once
         t = Transfer(send, self.part.recv_counts, "fp32", None, self.group, async_op=False)
         self.counter.add(-1, 0, "setup", t.num_bytes)
-        self.module.convs[0].input_halo = t.result().to(x.dtype)
+        halo = t.result().to(x.dtype)  # (N_h, F_in)
+        self.module.convs[0].input_halo = halo.to_sparse().coalesce() if x.is_sparse else halo
         self._input_key = x
 
     def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:

@@ -34,6 +34,7 @@ from distributed.quantized import (
     to_global,
 )
 from gnn.models import ARCHS, GNN, ModelConfig
+from gnn.trainer import sparse_input_pays
 
 QUANT_MODES = ("none", "a2q", "degree-aware", "dq-int8", "dq-int4")
 
@@ -63,7 +64,7 @@ class DistTrainConfig:
     quant: str = "none"
     target_bits: float = 4.0
     export_path: str = ""
-    sparse_input: bool = False
+    sparse_input: bool | None = None  # None: sparse when the features are large and sparse (gnn.trainer rule)
     metrics_log: str = ""
     crash_at_epoch: int = -1
     crash_marker: str = ""
@@ -208,8 +209,13 @@ def train_rank(cfg: DistTrainConfig, log=print) -> dict:
         full_data = data.clone()
         full_data.x = x
         quantize_(gnn, QuantConfig(method=cfg.quant, target_bits=cfg.target_bits), full_data)
+    sparse_input = cfg.sparse_input
+    if sparse_input is None:  # quantized runs stay dense: fake-quant rounding would amplify summation-order noise
+        sparse_input = cfg.quant == "none" and sparse_input_pays(gnn, x)
+    if sparse_input:
+        x_own = x_own.to_sparse().coalesce()  # (N_o, F) COO: dropout and the first linear map cost O(nnz)
     model = parallelize_gnn(gnn, part, ParallelConfig(exchange=cfg.exchange, seed=cfg.seed,
-                                                      sparse_input=cfg.sparse_input),
+                                                      sparse_input=sparse_input),
                             group=dist.new_group(backend=dist.get_backend()))
     opt = _optimizer(model, cfg)
     ei = part.edge_index
@@ -261,7 +267,8 @@ def train_rank(cfg: DistTrainConfig, log=print) -> dict:
     setup = sum(b for (e, _, d), b in model.counter.bytes.items() if d == "setup")
     setup_t = torch.tensor([float(setup)])
     dist.all_reduce(setup_t)
-    out = {"config": asdict(cfg), "world_size": world, "num_owned": part.num_owned, "num_halo": part.num_halo,
+    out = {"config": asdict(cfg), "sparse_input": sparse_input, "world_size": world, "num_owned": part.num_owned,
+           "num_halo": part.num_halo,
            "history": history, "best_val_acc": best["val"], "test_acc_at_best_val": best["test"],
            "best_epoch": best["epoch"], "setup_bytes": int(setup_t.item()),
            "state_dict": {k: v.detach().clone() for k, v in model.module.state_dict().items()}}

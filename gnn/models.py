@@ -97,10 +97,6 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
     return F.dropout(x, p=p, training=training)
 
 
-# Layers that transform node features before any aggregation accept sparse input features.
-SPARSE_INPUT_ARCHS = ("gcn", "gat")
-
-
 def _norm(kind: str, dim: int) -> nn.Module:
     return {"none": nn.Identity, "batch": nn.BatchNorm1d, "layer": nn.LayerNorm}[kind](dim)
 

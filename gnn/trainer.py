@@ -111,12 +111,14 @@ def seed_everything(seed: int) -> None:
 def wants_sparse_input(model: nn.Module, graph: GraphData) -> bool:
     """Feed input features as a sparse tensor when they are large and sparse (density < 5%, > 1M entries)
     and the first layer projects before aggregating, so it never densifies them. Same math, less time."""
-    if graph.task != "node":
-        return False
+    return graph.task == "node" and sparse_input_pays(model, graph.data.x)
+
+
+def sparse_input_pays(model: nn.Module, x: Tensor) -> bool:
+    """`wants_sparse_input` for node features ``x`` (N, F) of a node task (also used by distributed/)."""
     accepts = getattr(getattr(model, "convs", [None])[0], "accepts_sparse_input", None)
     if accepts is None or not accepts():
         return False
-    x = graph.data.x
     return x.numel() > 1_000_000 and float((x != 0).float().mean()) < 0.05
 
 

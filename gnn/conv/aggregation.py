@@ -5,8 +5,10 @@ graph like Amazon Computers (491,722 edges) that is most of an epoch. ``A @ X`` 
 same sum without the E x F intermediate, much faster on CPU (``benchmarks/train_speed.py``: Coauthor CS GCN against
 PyG's message-passing GCNConv). The layers use it for aggregations
 whose edge weights are constants (GCN's normalisation, SAGE's mean, GIN's sum) on graphs with at least
-``SPMM_MIN_EDGES`` edges, and keep PyG's message passing on small graphs (mini-batches of molecules), where
-building the CSR matrices would cost more than it saves. Both compute the same sums (up to float summation order).
+``SPMM_MIN_EDGES`` edges or when the messages would hold at least ``SPMM_MIN_MESSAGE_ELEMENTS`` values (wide
+features on a small graph: a quantized GraphSAGE aggregates Cora's 1433-wide input over 10,556 edges), and keep
+PyG's message passing on small inputs (mini-batches of molecules), where building the CSR matrices would cost
+more than it saves. Both compute the same sums (up to float summation order).
 
 Each layer makes the choice itself (``if CsrAggregation.applies(...)`` next to its own ``self.propagate(...)``):
 PyG generates a layer's ``propagate`` signature from the ``self.propagate(...)`` calls it finds in the layer's
@@ -21,6 +23,7 @@ from torch import Tensor
 from gnn.ops import csr_adjacency, csr_matmul
 
 SPMM_MIN_EDGES = 50_000
+SPMM_MIN_MESSAGE_ELEMENTS = 4_000_000  # E x F
 
 
 class CsrAggregation:
@@ -37,8 +40,10 @@ class CsrAggregation:
 
     @staticmethod
     def applies(edge_index: Tensor, x: Tensor) -> bool:
-        """Whether to aggregate by sparse-matrix product: a large graph and dense features."""
-        return edge_index.size(1) >= SPMM_MIN_EDGES and not x.is_sparse
+        """Whether to aggregate by sparse-matrix product: dense features and a large graph or wide messages."""
+        num_edges = edge_index.size(1)
+        large = num_edges >= SPMM_MIN_EDGES or num_edges * x.size(-1) >= SPMM_MIN_MESSAGE_ELEMENTS
+        return large and not x.is_sparse
 
     def __call__(self, edge_index: Tensor, x: Tensor, weight: Tensor | None = None) -> Tensor:
         """Sum (or mean) over in-edges j -> i of ``weight_ji * x_j``. x: (N, F) -> (N, F)."""

@@ -1,5 +1,6 @@
 """THE correctness test: with fp32 exchange and no pipelining, P-rank training equals single-process full-graph
-training with the same seed (losses and parameters within 1e-5 after 20 steps on Cora, GCN and GraphSAGE).
+training with the same seed (losses and parameters within 1e-5 after 20 steps on Cora, GCN and GraphSAGE; GCN
+with dense and with sparse COO input features).
 
 Dropout is 0 in these runs: dropout masks are drawn per rank, so layouts would differ in their random draws.
 The same spawn also runs compressed and pipelined configs, checked against the exact byte formula.
@@ -39,16 +40,18 @@ def reference(cora, arch: str, cfg: DistTrainConfig):
 def configs(world: int) -> list[DistTrainConfig]:
     base = DistTrainConfig(dataset="cora", num_parts=world, epochs=STEPS, dropout=0.0, eval_every=STEPS,
                            hidden_dim=16, num_layers=3)
-    return [DistTrainConfig(**{**base.__dict__, "arch": "gcn"}),
+    return [DistTrainConfig(**{**base.__dict__, "arch": "gcn", "sparse_input": False}),
             DistTrainConfig(**{**base.__dict__, "arch": "sage"}),
             DistTrainConfig(**{**base.__dict__, "arch": "gcn", "exchange": ExchangeConfig(
                 codec="int1", pipeline=True, sync_every=4)}),
             DistTrainConfig(**{**base.__dict__, "arch": "sage", "exchange": ExchangeConfig(
-                codec="int1-2c", delta=True, refresh_every=5)})]
+                codec="int1-2c", delta=True, refresh_every=5)}),
+            DistTrainConfig(**{**base.__dict__, "arch": "gcn", "sparse_input": True})]
 
 
 def check_exact(cora, results, cfgs):
-    for i, arch in ((0, "gcn"), (1, "sage")):
+    assert [r["sparse_input"] for r in results[0]][0::4] == [False, True]
+    for i, arch in ((0, "gcn"), (1, "sage"), (4, "gcn")):  # 4: sparse COO input features, same math
         ref_losses, ref_state = reference(cora, arch, cfgs[i])
         for rank_result in results:
             r = rank_result[i]

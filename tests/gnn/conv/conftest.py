@@ -24,10 +24,11 @@ def edges_with_duplicates():
 @pytest.fixture
 def forward_backward(monkeypatch):
     """(conv, x, edge_index, min_edges) -> (output, [grad x, grads of the parameters]); ``min_edges`` sets
-    ``SPMM_MIN_EDGES`` (0: sparse products, huge: message passing)."""
+    ``SPMM_MIN_EDGES`` and ``SPMM_MIN_MESSAGE_ELEMENTS`` (0: sparse products, huge: message passing)."""
 
     def run(conv, x, ei, min_edges):
         monkeypatch.setattr(aggregation, "SPMM_MIN_EDGES", min_edges)
+        monkeypatch.setattr(aggregation, "SPMM_MIN_MESSAGE_ELEMENTS", min_edges)
         x = x.clone().requires_grad_(True)
         out = conv(x, ei)
         out.backward(torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out))
