@@ -51,7 +51,7 @@ def global_gcn_edges(part: Partition, dtype: torch.dtype = torch.float32) -> tup
 
     Self loops are added for owned nodes only (halo outputs are discarded). Shapes: -> ((2, E_r + N_o), (E_r + N_o,)).
     """
-    loops = torch.arange(part.num_owned).repeat(2, 1)
+    loops = torch.arange(part.num_owned, device=part.edge_index.device).repeat(2, 1)
     ei = torch.cat([part.edge_index, loops], dim=1)
     dinv = (part.degree.to(dtype) + 1).rsqrt()  # (N_o + N_h,)
     return ei, dinv[ei[0]] * dinv[ei[1]]
@@ -97,7 +97,8 @@ class DistGNN(nn.Module):
         super().__init__()
         self.module, self.part, self.cfg, self.group = model, part, cfg, group
         self.counter = ByteCounter()
-        self.generator = torch.Generator().manual_seed(cfg.seed * 1000 + part.rank)
+        # stochastic rounding draws on the device of the exchanged rows (a CUDA generator on NCCL ranks)
+        self.generator = torch.Generator(device=part.edge_index.device).manual_seed(cfg.seed * 1000 + part.rank)
         self.exchangers = []
         accepts = getattr(model.convs[0], "accepts_sparse_input", None)
         if cfg.sparse_input and (accepts is None or not accepts()):

@@ -9,7 +9,7 @@ that are sources of edges into r, in ascending global id, so both sides agree on
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +53,12 @@ class Partition:
     @property
     def send_counts(self) -> list[int]:
         return [int(s.numel()) for s in self.send_index]
+
+    def to(self, device: torch.device | str) -> Partition:
+        """This partition with every index tensor on ``device`` (the GPU of an NCCL rank)."""
+        return replace(self, owned=self.owned.to(device), halo=self.halo.to(device),
+                       send_index=[s.to(device) for s in self.send_index], edge_index=self.edge_index.to(device),
+                       degree=self.degree.to(device))
 
 
 def _check(num_nodes: int, num_parts: int, method: str) -> None:

@@ -37,6 +37,7 @@ from gnn.models import ARCHS, GNN, ModelConfig
 from gnn.trainer import sparse_input_pays
 
 QUANT_MODES = ("none", "a2q", "degree-aware", "dq-int8", "dq-int4")
+DEVICES = ("cpu", "cuda")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,10 +65,13 @@ class DistTrainConfig:
     quant: str = "none"
     target_bits: float = 4.0
     export_path: str = ""
-    sparse_input: bool | None = None  # None: sparse when the features are large and sparse (gnn.trainer rule)
+    # None: sparse COO input when the features are large and sparse and layer 0 takes them unquantized (the rule of
+    # gnn.trainer.wants_sparse_input); True/False force it (True fails if layer 0 would densify them)
+    sparse_input: bool | None = None
     metrics_log: str = ""
     crash_at_epoch: int = -1
     crash_marker: str = ""
+    device: str = "cpu"  # "cuda": every rank uses its current CUDA device (torch.cuda.set_device), with NCCL
 
     def __post_init__(self) -> None:
         if self.arch not in ARCHS:
@@ -80,8 +84,11 @@ class DistTrainConfig:
         if self.export_path and (self.quant not in ("a2q", "degree-aware") or self.arch != "gcn"):
             raise ValueError("DistTrainConfig: export_path needs arch 'gcn' and quant 'a2q' or 'degree-aware' "
                              "(the integer golden model of quant.export); drop --export or change them")
-        if self.quant != "none" and self.sparse_input:
-            raise ValueError("DistTrainConfig: sparse_input is not supported with --quant; drop one of them")
+        if self.device not in DEVICES:
+            raise ValueError(f"DistTrainConfig: unknown device {self.device!r}; valid: {', '.join(DEVICES)}")
+        if self.device == "cuda" and self.quant != "none":
+            raise ValueError("DistTrainConfig: quantized distributed training keeps its per-node quantizer shards "
+                             "on CPU ranks (gloo); use device 'cpu' with --quant")
         if self.epochs < 1 or self.num_parts < 1 or self.eval_every < 1:
             raise ValueError("DistTrainConfig: epochs, num_parts and eval_every must be >= 1")
         if self.crash_at_epoch >= 0 and not self.crash_marker:
@@ -156,6 +163,18 @@ def _checkpoint(model, opt, epoch: int, path: str, load: bool) -> int:
     return int(state["epoch"])
 
 
+def _rank_device(cfg: DistTrainConfig) -> torch.device:
+    """CPU, or this rank's current CUDA device (set by the launcher from LOCAL_RANK) under the NCCL backend."""
+    if cfg.device == "cpu":
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise RuntimeError("DistTrainConfig: device 'cuda' but torch.cuda.is_available() is False; use device "
+                           "'cpu' (gloo) on this machine")
+    if dist.get_backend() != "nccl":
+        raise RuntimeError(f"DistTrainConfig: device 'cuda' needs the nccl backend, not {dist.get_backend()!r}")
+    return torch.device("cuda", torch.cuda.current_device())
+
+
 def _maybe_crash(cfg: DistTrainConfig, epoch: int, rank: int) -> None:
     """Fault injection for the restart test: rank 1 (or 0 alone) raises once at ``crash_at_epoch``; the marker
     file records that the crash happened, so the restarted job runs through."""
@@ -175,6 +194,7 @@ def train_rank(cfg: DistTrainConfig, log=print) -> dict:
 
     rank, world = dist.get_rank(), dist.get_world_size()
     check_layout(world, cfg.num_parts)
+    device = _rank_device(cfg)
     if rank != 0:  # rank 0 first: PyG may process the raw files, and concurrent readers see half-written ones
         dist.barrier()
     g = load_dataset(cfg.dataset, split_seed=cfg.seed)
@@ -194,14 +214,15 @@ def train_rank(cfg: DistTrainConfig, log=print) -> dict:
     else:
         parts = partition_nodes(data.edge_index, n, world, cfg.partition_method, cfg.seed)
     part = build_partition(data.edge_index, parts, rank)
-    x_own, y_own = x[part.owned].contiguous(), data.y[part.owned]
-    idx = {k: _local_index(getattr(split, k), part.owned, n) for k in ("train", "val", "test")}
+    x_own, y_own = x[part.owned].contiguous().to(device), data.y[part.owned].to(device)
+    idx = {k: _local_index(getattr(split, k), part.owned, n).to(device) for k in ("train", "val", "test")}
+    part = part.to(device)
     totals = {k: getattr(split, k).numel() for k in idx}
 
     torch.manual_seed(cfg.seed)
     mcfg = ModelConfig(arch=cfg.arch, in_dim=x.size(1), out_dim=g.num_classes, hidden_dim=cfg.hidden_dim,
                        num_layers=cfg.num_layers, dropout=cfg.dropout)
-    gnn = GNN(mcfg)
+    gnn = GNN(mcfg).to(device)
     full_data = None
     if cfg.quant != "none":  # calibrated on the full graph, identically on every rank (see distributed.quantized)
         from quant.api import QuantConfig, quantize_
@@ -209,9 +230,7 @@ def train_rank(cfg: DistTrainConfig, log=print) -> dict:
         full_data = data.clone()
         full_data.x = x
         quantize_(gnn, QuantConfig(method=cfg.quant, target_bits=cfg.target_bits), full_data)
-    sparse_input = cfg.sparse_input
-    if sparse_input is None:  # quantized runs stay dense: fake-quant rounding would amplify summation-order noise
-        sparse_input = cfg.quant == "none" and sparse_input_pays(gnn, x)
+    sparse_input = sparse_input_pays(gnn, x) if cfg.sparse_input is None else cfg.sparse_input
     if sparse_input:
         x_own = x_own.to_sparse().coalesce()  # (N_o, F) COO: dropout and the first linear map cost O(nnz)
     model = parallelize_gnn(gnn, part, ParallelConfig(exchange=cfg.exchange, seed=cfg.seed,
@@ -243,7 +262,7 @@ def train_rank(cfg: DistTrainConfig, log=print) -> dict:
         opt.step()
         stats = torch.tensor([loss.item(), time.perf_counter() - t0,
                               float(model.counter.epoch_bytes(epoch)), model.counter.seconds[epoch]],
-                             dtype=torch.float64)
+                             dtype=torch.float64, device=device)
         dist.all_reduce(stats[:1])
         dist.all_reduce(stats[2:3])
         dist.all_reduce(stats[1:2], op=dist.ReduceOp.MAX)
@@ -265,13 +284,13 @@ def train_rank(cfg: DistTrainConfig, log=print) -> dict:
         if cfg.checkpoint_every and (epoch + 1) % cfg.checkpoint_every == 0:
             _checkpoint(model, opt, epoch, cfg.checkpoint_dir, load=False)
     setup = sum(b for (e, _, d), b in model.counter.bytes.items() if d == "setup")
-    setup_t = torch.tensor([float(setup)])
+    setup_t = torch.tensor([float(setup)], device=device)
     dist.all_reduce(setup_t)
     out = {"config": asdict(cfg), "sparse_input": sparse_input, "world_size": world, "num_owned": part.num_owned,
            "num_halo": part.num_halo,
            "history": history, "best_val_acc": best["val"], "test_acc_at_best_val": best["test"],
            "best_epoch": best["epoch"], "setup_bytes": int(setup_t.item()),
-           "state_dict": {k: v.detach().clone() for k, v in model.module.state_dict().items()}}
+           "state_dict": {k: v.detach().cpu().clone() for k, v in model.module.state_dict().items()}}
     if cfg.quant != "none":
         out.update(_finish_quantized(model, cfg, g, full_data, log))
     return out
@@ -315,7 +334,8 @@ def evaluate(model, x_own: Tensor, ei: Tensor, y_own: Tensor, idx: dict, totals:
     """Global val/test accuracy (correct counts summed over ranks)."""
     model.eval()
     pred = model(x_own, ei).argmax(dim=-1)
-    correct = torch.tensor([float((pred[idx[k]] == y_own[idx[k]]).sum()) for k in ("val", "test")])
+    correct = torch.tensor([float((pred[idx[k]] == y_own[idx[k]]).sum()) for k in ("val", "test")],
+                           device=pred.device)
     dist.all_reduce(correct)
     return {"val_acc": correct[0].item() / max(totals["val"], 1),
             "test_acc": correct[1].item() / max(totals["test"], 1)}

@@ -3,8 +3,10 @@
     torchrun --nproc-per-node 4 -m distributed.train --dataset coauthor-cs --model gcn --exchange int1 \\
         --pipeline --sync-every 10
 
-Parses flags, initialises the process group (gloo; tensors stay on CPU: NCCL/GPU placement is not wired yet),
-runs `distributed.runner.train_rank`, and writes the results JSON on rank 0.
+Parses flags, initialises the process group (gloo on CPU; with ``--device cuda``, or ``auto`` on a machine with
+GPUs, NCCL with one GPU per rank chosen by LOCAL_RANK), runs `distributed.runner.train_rank`, and writes the
+results JSON on rank 0. The CUDA/NCCL placement has not been run on a GPU yet (no GPU was available while it was
+written); the CPU/gloo path is the tested one.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
+import torch
 import torch.distributed as dist
 
 from distributed.codecs import CODECS
@@ -60,6 +63,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    "quant.export .qgraph directory here (a2q / degree-aware)")
     p.add_argument("--crash-at-epoch", type=int, default=-1, help=argparse.SUPPRESS)  # fault injection (tests)
     p.add_argument("--crash-marker", default="", help=argparse.SUPPRESS)
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
+                   help="cuda: NCCL, one GPU per rank (LOCAL_RANK); cpu: gloo; auto: cuda when available")
     p.add_argument("--timeout-s", type=float, default=300, help="collective timeout: no rank waits forever")
     p.add_argument("--out", default="", help="results JSON (rank 0); default runs/dist_<dataset>_<model>.json")
     return p.parse_args(argv)
@@ -80,21 +85,30 @@ def build_config(args: argparse.Namespace, world_size: int) -> DistTrainConfig:
                            checkpoint_dir=args.checkpoint_dir, resume=args.resume, quant=args.quant,
                            target_bits=args.target_bits, export_path=args.export,
                            metrics_log=args.metrics_log, crash_at_epoch=args.crash_at_epoch,
-                           crash_marker=args.crash_marker)
+                           crash_marker=args.crash_marker, device=resolve_device(args.device))
 
 
-def init_process_group(timeout: timedelta) -> None:
+def resolve_device(flag: str) -> str:
+    """--device auto -> 'cuda' when a GPU is visible, else 'cpu'; an explicit 'cuda' without one is an error."""
+    if flag == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if flag == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda but no CUDA device is visible; use --device cpu (gloo)")
+    return flag
+
+
+def init_process_group(timeout: timedelta, backend: str = "gloo") -> None:
     """gloo group from the env:// variables. Under torchrun, the keys go under a per-attempt prefix of the agent's
     store: restarted workers otherwise read the dead attempt's gloo addresses and time out connecting (seen with
     torch 2.13 and ``--max-restarts``)."""
     if "TORCHELASTIC_RESTART_COUNT" not in os.environ:
-        dist.init_process_group("gloo", timeout=timeout)
+        dist.init_process_group(backend, timeout=timeout)
         return
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world, is_master=False,
                           timeout=timeout)
     store = dist.PrefixStore(f"distributed.train/attempt{os.environ['TORCHELASTIC_RESTART_COUNT']}", store)
-    dist.init_process_group("gloo", store=store, rank=rank, world_size=world, timeout=timeout)
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -107,7 +121,11 @@ def main(argv: list[str] | None = None) -> int:
     if "MASTER_ADDR" not in os.environ:  # plain `python -m distributed.train`: a one-rank group
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ.get("MASTER_PORT", "29533"),
                           RANK="0", WORLD_SIZE="1")
-    init_process_group(timedelta(seconds=args.timeout_s))
+    backend = "gloo"
+    if cfg.device == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        backend = "nccl"
+    init_process_group(timedelta(seconds=args.timeout_s), backend)
     try:
         rank = dist.get_rank()
         result = train_rank(cfg, log=print if rank == 0 else (lambda *_: None))

@@ -34,6 +34,19 @@ def test_config_errors_name_the_fix():
         DistTrainConfig(resume=True)
     with pytest.raises(SystemExit):
         parse_args(["--exchange", "int3"])
+    with pytest.raises(ValueError, match="valid: cpu, cuda"):
+        DistTrainConfig(device="tpu")
+    with pytest.raises(ValueError, match="use device 'cpu' with --quant"):
+        DistTrainConfig(device="cuda", quant="a2q")
+
+
+def test_device_flag(monkeypatch):
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    assert build_config(parse_args([]), world_size=1).device == "cpu"  # auto without a GPU
+    with pytest.raises(ValueError, match="use --device cpu"):
+        build_config(parse_args(["--device", "cuda"]), world_size=1)
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    assert build_config(parse_args([]), world_size=1).device == "cuda"  # auto with a GPU: NCCL
 
 
 def torchrun(args, tmp_path, nproc=2):
