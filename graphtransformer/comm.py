@@ -121,18 +121,68 @@ def head_to_seq(y: Tensor, ctx: CommContext) -> Tensor:
     return y if ctx.size == 1 else _HeadToSeq.apply(y, ctx)
 
 
-def _ring_shift(t: Tensor, ctx: CommContext, phase: str) -> Tensor:
-    """Send ``t`` to ring rank r+1 and receive the same shape from r-1."""
-    nxt = dist.get_global_rank(ctx.group, (ctx.rank + 1) % ctx.size)
-    prv = dist.get_global_rank(ctx.group, (ctx.rank - 1) % ctx.size)
-    t = t.contiguous()
-    buf = torch.empty_like(t)
-    reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, t, nxt, ctx.group),
-                                   dist.P2POp(dist.irecv, buf, prv, ctx.group)])
-    for r in reqs:
-        r.wait()
-    ctx.log("ring", phase, t.numel() * t.element_size())
-    return buf
+@dataclass(frozen=True)
+class RingPlan:
+    """Peers and block order of (Double-)Ring attention over a ring group of size P cut into windows of ``w``
+    consecutive ranks (LoongTrain's Double-Ring; ``w = P`` is the plain ring, ``w = 1`` an outer ring only).
+
+    Rank ``r = win * w + pos`` visits the P key blocks as W = P / w outer steps of w inner steps: at outer step j
+    it starts with the block of window ``win - j`` at its own position, and the inner ring rotates that window's
+    blocks among the w ranks of its own window. Between outer steps, the block it started with moves on to the
+    same position of the next window (asynchronously, while the inner ring computes: intra-window links are the
+    fast ones, NVLink, and the outer hop hides behind them).
+    """
+
+    size: int
+    window: int
+    rank: int
+
+    def __post_init__(self):
+        if self.window < 1 or self.size % self.window:
+            raise ValueError(f"RingPlan: window {self.window} must divide the ring size {self.size}; use one of "
+                             f"{[d for d in range(1, self.size + 1) if self.size % d == 0]}")
+
+    @property
+    def num_windows(self) -> int:
+        return self.size // self.window
+
+    def _at(self, win: int, pos: int) -> int:
+        return (win % self.num_windows) * self.window + pos % self.window
+
+    def owner(self, outer: int, inner: int) -> int:
+        """Ring rank whose K/V block I hold at (outer step, inner step)."""
+        win, pos = divmod(self.rank, self.window)
+        return self._at(win - outer, pos - inner)
+
+    def inner_peers(self) -> tuple[int, int]:
+        """(send to, receive from) inside my window."""
+        win, pos = divmod(self.rank, self.window)
+        return self._at(win, pos + 1), self._at(win, pos - 1)
+
+    def outer_peers(self) -> tuple[int, int]:
+        """(send to, receive from): same position, next / previous window."""
+        win, pos = divmod(self.rank, self.window)
+        return self._at(win + 1, pos), self._at(win - 1, pos)
+
+
+class _Shift:
+    """One posted send-to / receive-from pair of a ring (``wait`` returns the received tensor)."""
+
+    def __init__(self, t: Tensor, peers: tuple[int, int], ctx: CommContext, phase: str, tag: int) -> None:
+        nxt, prv = (dist.get_global_rank(ctx.group, p) for p in peers)
+        t = t.contiguous()
+        self.buf = torch.empty_like(t)
+        self.reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, t, nxt, ctx.group, tag),
+                                            dist.P2POp(dist.irecv, self.buf, prv, ctx.group, tag)])
+        ctx.log("ring", phase, t.numel() * t.element_size())
+
+    def wait(self) -> Tensor:
+        for r in self.reqs:
+            r.wait()
+        return self.buf
+
+
+INNER_TAG, OUTER_TAG, OUTER_GRAD_TAG = 0, 1, 2  # the outer K/V prefetch and the outer dK/dV hop overlap
 
 
 def _chunks(num_rows: int, chunk_rows: int) -> list[tuple[int, int]]:
@@ -147,58 +197,76 @@ def _block(kernel: BlockKernel, q: Tensor, k: Tensor, v: Tensor, chunk_rows: int
 
 class _RingAttention(torch.autograd.Function):
     @staticmethod
-    def forward(fctx, q, k, v, kernel_for, ctx, chunk_rows):
-        kv = torch.stack([k, v])  # (2, H, n_k, D)
+    def forward(fctx, q, k, v, kernel_for, ctx, chunk_rows, window):
+        plan = RingPlan(ctx.size, window, ctx.rank)
+        kv_outer = torch.stack([k, v])  # (2, H, n_k, D): the block I start each outer step with
         out = lse = None
-        for step in range(ctx.size):
-            owner = (ctx.rank - step) % ctx.size
-            o_b, l_b = _block(kernel_for(owner), q, kv[0], kv[1], chunk_rows)
-            out, lse = (o_b, l_b) if out is None else merge_attention(out, lse, o_b, l_b)
-            if step < ctx.size - 1:
-                kv = _ring_shift(kv, ctx, "forward")
+        for j in range(plan.num_windows):
+            prefetch = (_Shift(kv_outer, plan.outer_peers(), ctx, "forward", OUTER_TAG)
+                        if j < plan.num_windows - 1 else None)
+            kv = kv_outer
+            for i in range(plan.window):
+                o_b, l_b = _block(kernel_for(plan.owner(j, i)), q, kv[0], kv[1], chunk_rows)
+                out, lse = (o_b, l_b) if out is None else merge_attention(out, lse, o_b, l_b)
+                if i < plan.window - 1:
+                    kv = _Shift(kv, plan.inner_peers(), ctx, "forward", INNER_TAG).wait()
+            if prefetch is not None:
+                kv_outer = prefetch.wait()
         fctx.save_for_backward(q, k, v, out, lse)
-        fctx.kernel_for, fctx.comm, fctx.chunk_rows = kernel_for, ctx, chunk_rows
+        fctx.kernel_for, fctx.comm, fctx.chunk_rows, fctx.window = kernel_for, ctx, chunk_rows, window
         return out
 
     @staticmethod
     def backward(fctx, dout):
         q, k, v, out, lse = fctx.saved_tensors
         ctx = fctx.comm
+        plan = RingPlan(ctx.size, fctx.window, ctx.rank)
         lse_safe = torch.where(torch.isfinite(lse), lse, torch.zeros_like(lse))
         dq = torch.zeros_like(q)
-        kv, dkv = torch.stack([k, v]), torch.zeros((2, *k.shape), dtype=k.dtype)
-        for step in range(ctx.size):
-            owner = (ctx.rank - step) % ctx.size
-            for a, b in _chunks(q.shape[1], fctx.chunk_rows):
-                with torch.enable_grad():
-                    qd, kd, vd = (t.detach().requires_grad_() for t in (q[:, a:b], kv[0], kv[1]))
-                    o_b, l_b = fctx.kernel_for(owner)(qd, kd, vd, a)
-                    # out = sum_b w_b o_b, w_b = exp(l_b - lse): dL/do_b = w_b dout, dL/dl_b = w_b <dout, o_b - out>.
-                    w = torch.exp(l_b.detach() - lse_safe[:, a:b])  # (H, m), 0 on empty rows
-                    g_out = w.unsqueeze(-1) * dout[:, a:b]
-                    g_lse = w * (dout[:, a:b] * (o_b.detach() - out[:, a:b])).sum(-1)
-                    grads = torch.autograd.grad((o_b, l_b), (qd, kd, vd), (g_out, g_lse), allow_unused=True)
-                for acc, g in ((dq[:, a:b], grads[0]), (dkv[0], grads[1]), (dkv[1], grads[2])):
-                    if g is not None:
-                        acc += g
-            if ctx.size > 1:
-                if step < ctx.size - 1:
-                    both = _ring_shift(torch.cat([kv, dkv]), ctx, "backward")  # (4, H, n_k, D)
+        kv_outer, dkv_outer = torch.stack([k, v]), torch.zeros((2, *k.shape), dtype=k.dtype, device=k.device)
+        for j in range(plan.num_windows):
+            last_outer = j == plan.num_windows - 1
+            prefetch = None if last_outer else _Shift(kv_outer, plan.outer_peers(), ctx, "backward", OUTER_TAG)
+            kv, dkv = kv_outer, dkv_outer  # dK/dV of this block so far travel with it
+            for i in range(plan.window):
+                kernel = fctx.kernel_for(plan.owner(j, i))
+                for a, b in _chunks(q.shape[1], fctx.chunk_rows):
+                    with torch.enable_grad():
+                        qd, kd, vd = (t.detach().requires_grad_() for t in (q[:, a:b], kv[0], kv[1]))
+                        o_b, l_b = kernel(qd, kd, vd, a)
+                        # out = sum_b w_b o_b, w_b = exp(l_b - lse):
+                        # dL/do_b = w_b dout, dL/dl_b = w_b <dout, o_b - out>.
+                        w = torch.exp(l_b.detach() - lse_safe[:, a:b])  # (H, m), 0 on empty rows
+                        g_out = w.unsqueeze(-1) * dout[:, a:b]
+                        g_lse = w * (dout[:, a:b] * (o_b.detach() - out[:, a:b])).sum(-1)
+                        grads = torch.autograd.grad((o_b, l_b), (qd, kd, vd), (g_out, g_lse), allow_unused=True)
+                    for acc, g in ((dq[:, a:b], grads[0]), (dkv[0], grads[1]), (dkv[1], grads[2])):
+                        if g is not None:
+                            acc += g
+                if i < plan.window - 1:
+                    both = _Shift(torch.cat([kv, dkv]), plan.inner_peers(), ctx, "backward", INNER_TAG).wait()
                     kv, dkv = both[:2], both[2:]
-                else:  # one last hop brings the finished dK/dV home
-                    dkv = _ring_shift(dkv, ctx, "backward")
-        return dq, dkv[0], dkv[1], None, None, None
+            if plan.window > 1:  # one more inner hop: the window's dK/dV back to where the blocks started
+                dkv = _Shift(dkv, plan.inner_peers(), ctx, "backward", INNER_TAG).wait()
+            if plan.num_windows > 1:  # the block's dK/dV follow it to the next window (home after the last hop)
+                dkv_outer = _Shift(dkv, plan.outer_peers(), ctx, "backward", OUTER_GRAD_TAG).wait()
+            else:
+                dkv_outer = dkv
+            if prefetch is not None:
+                kv_outer = prefetch.wait()
+        return dq, dkv_outer[0], dkv_outer[1], None, None, None, None
 
 
 def ring_attention(q: Tensor, k: Tensor, v: Tensor, kernel_for: Callable[[int], BlockKernel],
-                   ctx: CommContext, chunk_rows: int = 2048) -> Tensor:
+                   ctx: CommContext, chunk_rows: int = 2048, window: int = 0) -> Tensor:
     """Attention of my queries over the keys of every ring rank. ``kernel_for(owner)`` returns the block kernel
     for the keys owned by ring rank ``owner`` (it knows that block's mask / edges). Blocks run in query chunks
     of ``chunk_rows`` rows, forward and backward (recompute), so the score memory is chunk_rows x n_k per head.
+    ``window``: Double-Ring window (:class:`RingPlan`); 0 = the whole ring (plain ring attention).
 
     Shapes: q (H, n_q, D), k and v (H, n_k, D) (same n_k on every rank) -> out (H, n_q, D).
     """
-    return _RingAttention.apply(q, k, v, kernel_for, ctx, chunk_rows)
+    return _RingAttention.apply(q, k, v, kernel_for, ctx, chunk_rows, window or ctx.size)
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,7 @@ class EquivalenceCase:
     seed: int = 0
     chunk_rows: int = 7  # small, not dividing the block, so the chunked ring kernels are exercised
     fsdp: bool = False
+    ring_window: int = 0  # Double-Ring window (0: one ring)
     checkpoint_layers: tuple[int, ...] = ()
     optimizer_step: bool = False  # one AdamW step (lr 1e-2, weight decay 1e-2) on both models
     dtype: str = "float64"  # "float32" exercises the reduce ops gloo gets for fp32 gradients (FSDP2)
@@ -86,6 +87,7 @@ def _worker(rank: int, world: int, port: int, case: EquivalenceCase, out_dir: st
         (ref_out * w).sum().backward()
 
         sp = SequenceParallelConfig(cp=case.cp, hp=case.hp, sparse_comm=case.sparse_comm, fsdp=case.fsdp,
+                                    ring_window=case.ring_window,
                                     checkpoint_layers=case.checkpoint_layers)
         counter = CommCounter()
         model = _model(cfg, case.seed, case.dtype)
@@ -155,6 +157,7 @@ def main() -> None:
     parser.add_argument("--cp", type=int, default=2, help="ring (context-parallel) degree")
     parser.add_argument("--hp", type=int, default=1, help="Ulysses (head-parallel) degree")
     parser.add_argument("--sparse-comm", default="halo", choices=("halo", "ring"))
+    parser.add_argument("--ring-window", type=int, default=0, help="Double-Ring window (0: one ring)")
     parser.add_argument("--schedule", default="sparse,dense", help="comma-separated kinds per layer")
     parser.add_argument("--num-nodes", type=int, default=37)
     parser.add_argument("--fsdp", action="store_true", help="FSDP2-shard parameters over the world")
@@ -164,7 +167,7 @@ def main() -> None:
     ckpt = tuple(int(i) for i in args.checkpoint_layers.split(",") if i)
     case = EquivalenceCase(cp=args.cp, hp=args.hp, sparse_comm=args.sparse_comm,
                            schedule=tuple(args.schedule.split(",")), num_nodes=args.num_nodes, fsdp=args.fsdp,
-                           checkpoint_layers=ckpt, optimizer_step=args.step)
+                           checkpoint_layers=ckpt, optimizer_step=args.step, ring_window=args.ring_window)
     print(json.dumps({"case": asdict(case), "ranks": run_equivalence(case)}, indent=1))
 
 

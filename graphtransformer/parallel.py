@@ -8,7 +8,8 @@ FFN, head) run on local rows unchanged; only attention communicates:
 * dense layers (and sparse ones with ``sparse_comm="ring"``): Ulysses all-to-all over ``hp`` (heads -> ranks,
   so each rank holds block ``cp_idx`` of B = hp * n rows for H / hp heads), then ring attention over ``cp`` with
   the LSE merge, then the inverse all-to-all. ``hp = 1`` is pure ring, ``cp = 1`` pure Ulysses. Padded keys are
-  masked out.
+  masked out. ``ring_window = w`` makes the ring a Double-Ring (LoongTrain): inner rings of w consecutive cp ranks
+  and an outer ring between windows whose K/V hop overlaps the inner ring (``graphtransformer.comm.RingPlan``).
 * sparse / cluster layers with ``sparse_comm="halo"`` (communication-light): each rank receives only the K/V rows
   of remote nodes that have an edge into its own rows (sparse all-to-all over the whole world), then runs the
   edge-list kernel locally. Cost ~ cut edges, not N.
@@ -53,12 +54,16 @@ class SequenceParallelConfig:
     fsdp: bool = False  # FSDP2-shard parameters, gradients and optimizer state over all cp * hp ranks
     reshard_after_forward: bool = True  # FSDP2: free gathered parameters after forward (ZeRO-3) or keep (ZeRO-2)
     checkpoint_layers: tuple[int, ...] = ()  # layers whose activations are recomputed in backward
+    ring_window: int = 0  # Double-Ring (LoongTrain): inner rings of this many cp ranks; 0 = one ring over cp
 
     def __post_init__(self):
         if self.cp < 1 or self.hp < 1:
             raise ValueError(f"SequenceParallelConfig: cp={self.cp}, hp={self.hp}; both must be >= 1")
         if self.sparse_comm not in SPARSE_COMMS:
             raise ValueError(f"SequenceParallelConfig: sparse_comm={self.sparse_comm!r}; valid: {SPARSE_COMMS}")
+        if self.ring_window < 0 or (self.ring_window and self.cp % self.ring_window):
+            raise ValueError(f"SequenceParallelConfig: ring_window={self.ring_window} must divide cp={self.cp}; "
+                             f"use 0 (one ring) or one of {[d for d in range(1, self.cp + 1) if self.cp % d == 0]}")
         if any(i < 0 for i in self.checkpoint_layers):
             raise ValueError(f"SequenceParallelConfig: checkpoint_layers={self.checkpoint_layers}; use layer "
                              f"indices >= 0")
@@ -155,9 +160,10 @@ class DistributedAttentionCore(nn.Module):
     sharded, kind) -> (H, n, D)."""
 
     def __init__(self, mesh: DeviceMesh, layer: str, sparse_comm: str, counter: CommCounter | None,
-                 chunk_rows: int = 2048):
+                 chunk_rows: int = 2048, ring_window: int = 0):
         super().__init__()
         self.layer, self.sparse_comm, self.counter, self.chunk_rows = layer, sparse_comm, counter, chunk_rows
+        self.ring_window = ring_window
         self.cp_group, self.hp_group = mesh.get_group("cp"), mesh.get_group("hp")
         self.cp_rank, self.hp_rank = mesh.get_local_rank("cp"), mesh.get_local_rank("hp")
         self.cp_size, self.hp_size = mesh.size(0), mesh.size(1)
@@ -197,7 +203,7 @@ class DistributedAttentionCore(nn.Module):
                 return sparse_attention(q_, k_, v_, rows)
             return sparse_rows
 
-        out = ring_attention(qh, kh, vh, kernel_for, ring, self.chunk_rows)  # (H/hp, B, D)
+        out = ring_attention(qh, kh, vh, kernel_for, ring, self.chunk_rows, self.ring_window)  # (H/hp, B, D)
         return head_to_seq(out, hp)  # (H, n, D)
 
 
@@ -222,7 +228,8 @@ def parallelize_graph_transformer(model: GraphTransformer, mesh: DeviceMesh, cfg
         raise ValueError(f"parallelize_graph_transformer: mesh has {mesh.size()} ranks but WORLD_SIZE is "
                          f"{dist.get_world_size()}; the mesh must span the world")
     for i, layer in enumerate(model.layers):
-        layer.attn.core = DistributedAttentionCore(mesh, f"layers.{i}", cfg.sparse_comm, counter, chunk_rows)
+        layer.attn.core = DistributedAttentionCore(mesh, f"layers.{i}", cfg.sparse_comm, counter, chunk_rows,
+                                                   cfg.ring_window)
     if cfg.checkpoint_layers:
         checkpoint_layers(model, cfg.checkpoint_layers)
     if cfg.fsdp:

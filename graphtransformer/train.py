@@ -64,6 +64,8 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--cp", type=int, default=1, help="ring (context-parallel) degree")
     p.add_argument("--hp", type=int, default=1, help="Ulysses (head-parallel) degree")
     p.add_argument("--sparse-comm", default="halo", choices=("halo", "ring"))
+    p.add_argument("--ring-window", type=int, default=0,
+                   help="Double-Ring: inner rings of this many --cp ranks, an outer ring between them (0: one ring)")
     p.add_argument("--fsdp", action="store_true", help="FSDP2-shard parameters/grads/optimizer state")
     p.add_argument("--checkpoint-layers", default="", help="comma-separated layers to activation-checkpoint")
     p.add_argument("--quant", default="none", choices=("none", *QUANT_METHODS),
@@ -97,6 +99,7 @@ def _distributed_rows(graph, args) -> tuple:
     )
 
     sp = SequenceParallelConfig(cp=args.cp, hp=args.hp, sparse_comm=args.sparse_comm, fsdp=args.fsdp,
+                                ring_window=args.ring_window,
                                 checkpoint_layers=tuple(int(i) for i in args.checkpoint_layers.split(",") if i))
     mesh = build_mesh(sp)
     sharded = shard_graph(graph, sp, dist.get_rank())

@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from graphtransformer.comm import RingPlan
 from graphtransformer.equivalence import EquivalenceCase, _problem, run_equivalence
 from graphtransformer.model import GraphTransformer, GraphTransformerConfig
 from graphtransformer.parallel import (
@@ -46,8 +47,15 @@ def _dense_bytes(case, phase):
     block = n * case.hp
     a2a = 4 * h * n * d * F64 * (case.hp - 1) // case.hp
     kv = 2 * (h // case.hp) * block * d * F64
-    ring = (case.cp - 1) * kv if phase == "forward" else ((case.cp - 1) * 2 * kv + (kv if case.cp > 1 else 0))
-    return a2a + ring
+    w = case.ring_window or case.cp  # Double-Ring: W = cp / w windows of w ranks
+    windows = case.cp // w
+    if phase == "forward":  # every block but my own arrives once: (w - 1) inner hops per window, W - 1 outer hops
+        return a2a + (case.cp - 1) * kv
+    # backward: K/V + dK/dV on inner hops, one extra dK/dV hop home per window (w > 1), the K/V outer prefetch and
+    # the dK/dV outer hop per window (W > 1)
+    inner = windows * (w - 1) * 2 * kv + (windows * kv if w > 1 else 0)
+    outer = (windows - 1) * kv + (windows * kv if windows > 1 else 0)
+    return a2a + inner + outer
 
 
 def test_ring2_halo_exact_and_bytes():
@@ -76,14 +84,49 @@ def test_ulysses2_exact_and_bytes():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("cp,hp,sparse_comm", [(2, 2, "ring"), (2, 2, "halo"), (4, 1, "ring"), (1, 4, "halo")])
-def test_four_process_layouts_exact(cp, hp, sparse_comm):
-    case = EquivalenceCase(cp=cp, hp=hp, sparse_comm=sparse_comm, schedule=("sparse", "dense", "cluster"))
+@pytest.mark.parametrize("cp,hp,sparse_comm,window", [(2, 2, "ring", 0), (2, 2, "halo", 0), (4, 1, "ring", 0),
+                                                       (1, 4, "halo", 0), (4, 1, "ring", 2)])
+def test_four_process_layouts_exact(cp, hp, sparse_comm, window):
+    case = EquivalenceCase(cp=cp, hp=hp, sparse_comm=sparse_comm, schedule=("sparse", "dense", "cluster"),
+                           ring_window=window)
     results = run_equivalence(case)
     _check_exact(results)
     for r in results:
         for phase in ("forward", "backward"):
             assert r["bytes"]["layers.1"][phase] == _dense_bytes(case, phase)
+
+
+def test_double_ring_outer_only_exact_and_bytes():
+    """Window 1: no inner ring, every K/V block and its dK/dV travel on the outer ring (prefetch + gradient hop)."""
+    case = EquivalenceCase(cp=2, hp=1, sparse_comm="ring", schedule=("sparse", "dense"), ring_window=1)
+    results = run_equivalence(case)
+    _check_exact(results)
+    for r in results:
+        for layer in ("layers.0", "layers.1"):
+            for phase in ("forward", "backward"):
+                assert r["bytes"][layer][phase] == _dense_bytes(case, phase)
+
+
+@pytest.mark.parametrize("size,window", [(1, 1), (4, 1), (4, 2), (4, 4), (6, 3), (8, 2)])
+def test_ring_plan_visits_every_block_once_and_peers_match(size, window):
+    plans = [RingPlan(size, window, r) for r in range(size)]
+    for p in plans:
+        visited = [p.owner(j, i) for j in range(p.num_windows) for i in range(p.window)]
+        assert sorted(visited) == list(range(size)) and visited[0] == p.rank
+        # whom I send to receives from me, and whom I receive from sends to me (inner and outer ring)
+        assert plans[p.inner_peers()[0]].inner_peers()[1] == p.rank == plans[p.inner_peers()[1]].inner_peers()[0]
+        assert plans[p.outer_peers()[0]].outer_peers()[1] == p.rank == plans[p.outer_peers()[1]].outer_peers()[0]
+        assert p.inner_peers()[0] // window == p.rank // window  # the inner ring stays inside my window
+    for j in range(plans[0].num_windows):  # at every step the ranks hold distinct blocks (a permutation)
+        for i in range(window):
+            assert sorted(p.owner(j, i) for p in plans) == list(range(size))
+
+
+def test_ring_window_must_divide_cp():
+    with pytest.raises(ValueError, match="must divide cp=4"):
+        SequenceParallelConfig(cp=4, ring_window=3)
+    with pytest.raises(ValueError, match="must divide the ring size 4"):
+        RingPlan(4, 3, 0)
 
 
 def test_halo_plans_agree_across_ranks():
