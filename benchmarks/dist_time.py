@@ -196,6 +196,7 @@ def main() -> None:
     links = [0.0] + ([args.bandwidth_gbit * 1e9 / 8] if args.bandwidth_gbit > 0 else [])
     cores = os.cpu_count() or 1
     start, rows, graph = time.perf_counter(), [], None
+    load_start = os.getloadavg()[0]
     worlds = [int(r) for r in args.ranks.split(",")]
     for world in worlds:
         t = time.perf_counter()
@@ -220,8 +221,11 @@ def main() -> None:
                                  "collective (ring all_reduce: 2(P-1)/P of the buffer); not a real network",
                "why_emulated": "ip and tc exist and netns/veth creation is permitted here, but a per-rank namespace "
                                "launcher with tc shaping was not built; the emulation is what these numbers use",
-               "note": "every run shares 2 cores with other jobs (load average ~10 during the measurement): "
-                       "compute times are inflated and noisy; ranks > cores are marked oversubscribed"}
+               "load_average_1min": {"start": load_start, "end": os.getloadavg()[0]},
+               "note": f"{cores} cores; 1-minute load average {load_start:.1f} at the start and "
+                       f"{os.getloadavg()[0]:.1f} at the end (this job's own ranks included): other jobs inflate "
+                       "compute and wait times; ranks > cores are marked oversubscribed",
+               "command": "python benchmarks/dist_time.py " + " ".join(sys.argv[1:])}
     print(f"written {save_results('dist_time', payload)} in {payload['wall_s']:.0f} s")
 
 

@@ -164,7 +164,57 @@ def render_dist_accuracy(res: dict) -> list[str]:
     return lines + ["", f"Note: {res.get('note', '')}", ""]
 
 
+def render_dist_quant_accuracy(res: dict) -> list[str]:
+    lines = ["## Quantized + distributed training against single-process (validation-selected test accuracy, %)", "",
+             "File: `benchmarks/results/dist_quant_accuracy.json` (each row names its command). Same seeds, "
+             "preset GCN, same QuantConfig on both sides.", "",
+             "| dataset | quant | target bits | parts | exchange | seeds | single-process | bits | distributed | "
+             "final bits | gap (pt) | command |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for e in res.get("runs", {}).values():
+        sp, dp = e["single_process"], e["distributed"]
+        lines.append(f"| {e['dataset']} | {e['quant']} | {e['target_bits']:g} | {e['parts']} | {e['exchange']} | "
+                     f"{e['seeds']} | {100 * sp['test_acc']['mean']:.2f} +- {100 * sp['test_acc']['std']:.2f} | "
+                     f"{sp['avg_bits']['mean']:.2f} | {100 * dp['test_acc']['mean']:.2f} +- "
+                     f"{100 * dp['test_acc']['std']:.2f} | {dp['final_avg_bits']['mean']:.2f} | {e['gap_pt']:+.2f} | "
+                     f"`{e['command']}` |")
+    return lines + [""]
+
+
+def render_dist_time(res: dict) -> list[str]:
+    g = res.get("graph", {})
+    lines = ["## Distributed training: epoch time per halo codec", "",
+             f"File: `benchmarks/results/dist_time.json`. Graph {g.get('name')} ({g.get('num_nodes')} nodes, "
+             f"{g.get('num_edges')} edges), {res.get('model')}. Seconds are medians over timed epochs of the max over "
+             f"ranks. Link: {res.get('bandwidth_mode')}.", "",
+             "| ranks | link | codec | epoch s | compute s | comm s | wait s | codec s | MB / epoch | "
+             "epoch speedup vs fp32 | comm speedup vs fp32 | oversubscribed |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    speed = res.get("speedup_vs_fp32", {})
+    for r in res.get("rows", []):
+        sp = speed.get(f"{r['ranks']} ranks, {r['link']}, {r['codec']}")
+        lines.append(f"| {r['ranks']} | {r['link']} | {r['codec']} | {r['epoch_s']:.3f} | {r['compute_s']:.3f} | "
+                     f"{r['comm_s']:.4f} | {r['wait_s']:.3f} | {r['codec_s']:.4f} | {r['bytes'] / 1e6:.2f} | "
+                     f"{sp['epoch']:.2f} | {sp['comm']:.2f} | {r['oversubscribed']} |" if sp else
+                     f"| {r['ranks']} | {r['link']} | {r['codec']} | {r['epoch_s']:.3f} | {r['compute_s']:.3f} | "
+                     f"{r['comm_s']:.4f} | {r['wait_s']:.3f} | {r['codec_s']:.4f} | {r['bytes'] / 1e6:.2f} | - | - | "
+                     f"{r['oversubscribed']} |")
+    return lines + ["", f"Note: {res.get('note', '')}", ""]
+
+
+def render_dist_bytes(res: dict) -> list[str]:
+    lines = ["## Distributed training: exchange volume per codec", "",
+             f"File: `benchmarks/results/dist_bytes.json`. {res.get('dataset')}, {res.get('parts')} parts, hidden "
+             f"{res.get('hidden')}, {res.get('layers')} layers; {res.get('note', '')}.", "",
+             "| codec | bytes / epoch | formula | fp32 / codec |", "|---|---|---|---|"]
+    for name, c in res.get("codecs", {}).items():
+        lines.append(f"| {name} | {c['bytes_per_epoch']:,} | {c['formula_bytes_per_epoch']:,} | "
+                     f"{c['ratio_vs_fp32']:.1f} |")
+    return lines + [""]
+
+
 RENDERERS = {"hw_ablation": render_hw_ablation, "dist_accuracy": render_dist_accuracy,
+             "dist_quant_accuracy": render_dist_quant_accuracy, "dist_time": render_dist_time,
+             "dist_bytes": render_dist_bytes,
              "fp32_accuracy": render_fp32, "train_speed": render_speed, "quant_table": render_quant,
              "quant_speed": render_quant_speed,
              "gt_accuracy": render_gt_accuracy}
