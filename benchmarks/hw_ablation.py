@@ -67,10 +67,9 @@ def _workload(name: str, order: str = "natural") -> tuple[Workload, dict]:
 def run(datasets: list[str], path: Path, command: str = "", order: str = "natural") -> dict:
     """Simulate every dataset; datasets already in ``path`` that are not rerun are kept (each names its command)."""
     variants = ablation_variants()
-    previous = json.loads(path.read_text()).get("datasets", {}) if path.exists() else {}
     # An export is keyed by its file name (not its location); a METIS-ordered workload as "<name>+metis".
     keys = [Path(name).name if name.endswith(".qgraph") else workload_name(name, order) for name in datasets]
-    out = {"paper": PAPER, "notes": NOTES, "datasets": {k: v for k, v in previous.items() if k not in keys}}
+    out = {"paper": PAPER, "notes": NOTES, "datasets": {}}
     for name, entry_key in zip(datasets, keys, strict=True):
         t0 = time.perf_counter()
         wl, source = _workload(name, order)
@@ -94,9 +93,17 @@ def run(datasets: list[str], path: Path, command: str = "", order: str = "natura
                                  "steps": steps, "wall_s": time.perf_counter() - t0, "command": command,
                                  "bits_source": wl.bits_source, **source}
         print(entry_key, {k: {m: round(v, 2) for m, v in s.items()} for k, s in steps.items()}, flush=True)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(out, indent=1, default=float))  # after every dataset (long runs)
+        _merge_write(path, out)  # after every dataset (long runs)
     return out
+
+
+def _merge_write(path: Path, out: dict) -> None:
+    """Write ``out`` with the datasets ``path`` holds NOW (re-read at write time, so that runs of other datasets
+    that finished meanwhile are kept); this run's entry replaces an older one of the same key."""
+    previous = json.loads(path.read_text()).get("datasets", {}) if path.exists() else {}
+    out["datasets"] = {**{k: v for k, v in previous.items() if k not in out["datasets"]}, **out["datasets"]}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=1, default=float))
 
 
 def main() -> None:
