@@ -73,8 +73,11 @@ def test_ring2_halo_exact_and_bytes():
     assert all(r["bytes"]["layers.0"]["forward"] < r["bytes"]["layers.1"]["forward"] for r in results)
 
 
-def test_ulysses2_exact_and_bytes():
-    case = EquivalenceCase(cp=1, hp=2, sparse_comm="ring", schedule=("sparse", "dense"))
+@pytest.mark.parametrize("cp,hp,window", [(1, 2, 0), (2, 1, 1)])
+def test_two_process_ring_layouts_exact_and_bytes(cp, hp, window):
+    """Ulysses 2, and the Double-Ring with window 1 (no inner ring: every K/V block and its dK/dV travel on the
+    outer ring, prefetch + gradient hop); sparse layers use the ring too, so both layers follow the closed form."""
+    case = EquivalenceCase(cp=cp, hp=hp, sparse_comm="ring", schedule=("sparse", "dense"), ring_window=window)
     results = run_equivalence(case)
     _check_exact(results)
     for r in results:
@@ -94,17 +97,6 @@ def test_four_process_layouts_exact(cp, hp, sparse_comm, window):
     for r in results:
         for phase in ("forward", "backward"):
             assert r["bytes"]["layers.1"][phase] == _dense_bytes(case, phase)
-
-
-def test_double_ring_outer_only_exact_and_bytes():
-    """Window 1: no inner ring, every K/V block and its dK/dV travel on the outer ring (prefetch + gradient hop)."""
-    case = EquivalenceCase(cp=2, hp=1, sparse_comm="ring", schedule=("sparse", "dense"), ring_window=1)
-    results = run_equivalence(case)
-    _check_exact(results)
-    for r in results:
-        for layer in ("layers.0", "layers.1"):
-            for phase in ("forward", "backward"):
-                assert r["bytes"][layer][phase] == _dense_bytes(case, phase)
 
 
 @pytest.mark.parametrize("size,window", [(1, 1), (4, 1), (4, 2), (4, 4), (6, 3), (8, 2)])
