@@ -62,10 +62,11 @@ def _workload(name: str, order: str = "natural") -> tuple[Workload, dict]:
     model's widths), with what to record about where the bits came from."""
     if name.endswith(".qgraph"):
         from quant.export import load
-        manifest = load(name).manifest
-        provenance = manifest.get("provenance", {})
-        return workload_from_export(name), {"export": Path(name).name, "export_command": provenance.get("command"),
-                                            "export_metrics": manifest.get("metrics")}
+        export = load(name)  # read and checksum-verified once
+        provenance = export.manifest.get("provenance", {})
+        return workload_from_export(export), {"export": Path(name).name,
+                                              "export_command": provenance.get("command"),
+                                              "export_metrics": export.manifest.get("metrics")}
     return workload_from_graph(name, order=order), {"order": order}
 
 

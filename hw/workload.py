@@ -199,17 +199,20 @@ def workload_from_graph(name: str, hidden: int = 128, num_classes: int = 16, see
     return workload_from_model(workload_name(name, order), model, ei, BITS_RULE)
 
 
-def workload_from_export(path: str) -> Workload:
-    """Workload of a quantized ``.qgraph`` export (``quant.export.load``; learned bits). Reference outputs are the
-    exported ``layer<l>.out`` arrays; XW codes the exported ``layer<l>.xw_codes``. Per-channel XW bitwidths are
-    widened to per-node rows (see ``node_xw_bits``)."""
-    try:
-        from quant.export import load
-    except ImportError as err:
-        raise NotImplementedError(
-            f"workload_from_export({path!r}): quant/export.py (with load()) is not available; simulate a dataset "
-            "instead (e.g. `python -m hw.simulate cora`)") from err
-    q = load(path)
+def workload_from_export(source) -> Workload:
+    """Workload of a quantized ``.qgraph`` export (a path, read with ``quant.export.load``, or an already loaded
+    ``QGraph``; learned bits). Reference outputs are the exported ``layer<l>.out`` arrays; XW codes the exported
+    ``layer<l>.xw_codes``. Per-channel XW bitwidths are widened to per-node rows (see ``node_xw_bits``)."""
+    if isinstance(source, str | Path):
+        try:
+            from quant.export import load
+        except ImportError as err:
+            raise NotImplementedError(
+                f"workload_from_export({source!r}): quant/export.py (with load()) is not available; simulate a "
+                "dataset instead (e.g. `python -m hw.simulate cora`)") from err
+        q, path = load(source), Path(source)
+    else:
+        q, path = source, Path(source.path)
     model = q.to_quantized_gcn()
     n = model.x_codes.shape[0]
 

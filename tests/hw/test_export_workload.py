@@ -8,7 +8,7 @@ import pytest
 from hw.config import preset
 from hw.report import run_simulation
 from hw.workload import workload_from_export
-from quant.export import export_model
+from quant.export import export_model, load
 
 
 def _convert_helpers():
@@ -32,3 +32,6 @@ def test_export_simulates_bit_exact(tmp_path, method):
     result = run_simulation(wl, preset("mega"), check=True)
     assert result["functional_check"] == ["bit-exact"] * len(wl.layers)
     assert result["total_cycles"] > 0
+    again = workload_from_export(load(path))  # an already loaded export gives the same workload
+    assert again.name == wl.name and (again.indices == wl.indices).all()
+    assert all((a.x_codes == b.x_codes).all() for a, b in zip(again.layers, wl.layers, strict=True))
