@@ -51,7 +51,7 @@ def run_dataset(dataset: str, args: argparse.Namespace, chosen: list[str]) -> di
                                    eval_every=EVAL_EVERY, log_every=0, exchange=VARIANTS[name]))
             for seed in range(args.seeds) for name in chosen]
     start = time.perf_counter()
-    results = spawn(train_many, args.parts, [c for _, c in runs])[0]
+    results = spawn(train_many, args.parts, [c for _, c in runs], True)[0]
     wall_s = time.perf_counter() - start
     table: dict[str, dict] = {}
     for (name, _), r in zip(runs, results, strict=True):

@@ -81,7 +81,7 @@ def main() -> None:
                             exchange=ExchangeConfig(codec=args.exchange))
             for seed in range(args.seeds)]
     start = time.perf_counter()
-    dist_runs = spawn(train_many, args.parts, cfgs)[0]  # rank 0 holds the gathered quant summary
+    dist_runs = spawn(train_many, args.parts, cfgs, True)[0]  # rank 0 holds the gathered quant summary
     dist_s = time.perf_counter() - start
     dist = [{"test_acc": r["test_acc_at_best_val"], "val_acc": r["best_val_acc"], "best_epoch": r["best_epoch"],
              "final_avg_bits": r["quant_summary"]["avg_bits"],

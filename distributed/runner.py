@@ -341,6 +341,16 @@ def evaluate(model, x_own: Tensor, ei: Tensor, y_own: Tensor, idx: dict, totals:
             "test_acc": correct[1].item() / max(totals["test"], 1)}
 
 
-def train_many(cfgs: list[DistTrainConfig]) -> list[dict]:
-    """`train_rank` for several configs in one process group (tests and benchmarks pay start-up once)."""
-    return [train_rank(c, log=lambda *_: None) for c in cfgs]
+def train_many(cfgs: list[DistTrainConfig], progress: bool = False) -> list[dict]:
+    """`train_rank` for several configs in one process group (tests and benchmarks pay start-up once). With
+    ``progress``, rank 0 prints one line per finished config (long benchmark spawns)."""
+    out = []
+    for i, c in enumerate(cfgs):
+        t0 = time.perf_counter()
+        out.append(train_rank(c, log=lambda *_: None))
+        if progress and dist.get_rank() == 0:
+            r = out[-1]
+            print(f"[{i + 1}/{len(cfgs)}] {c.dataset} {c.arch} {c.exchange.codec} quant={c.quant} seed {c.seed}: "
+                  f"best val {r['best_val_acc']:.4f} test {r['test_acc_at_best_val']:.4f} "
+                  f"({time.perf_counter() - t0:.0f} s)", flush=True)
+    return out
