@@ -192,12 +192,10 @@ def render_dist_time(res: dict) -> list[str]:
     speed = res.get("speedup_vs_fp32", {})
     for r in res.get("rows", []):
         sp = speed.get(f"{r['ranks']} ranks, {r['link']}, {r['codec']}")
+        ratios = f"{sp['epoch']:.2f} | {sp['comm']:.2f}" if sp else "- | -"
         lines.append(f"| {r['ranks']} | {r['link']} | {r['codec']} | {r['epoch_s']:.3f} | {r['compute_s']:.3f} | "
                      f"{r['comm_s']:.4f} | {r['wait_s']:.3f} | {r['codec_s']:.4f} | {r['bytes'] / 1e6:.2f} | "
-                     f"{sp['epoch']:.2f} | {sp['comm']:.2f} | {r['oversubscribed']} |" if sp else
-                     f"| {r['ranks']} | {r['link']} | {r['codec']} | {r['epoch_s']:.3f} | {r['compute_s']:.3f} | "
-                     f"{r['comm_s']:.4f} | {r['wait_s']:.3f} | {r['codec_s']:.4f} | {r['bytes'] / 1e6:.2f} | - | - | "
-                     f"{r['oversubscribed']} |")
+                     f"{ratios} | {r['oversubscribed']} |")
     return lines + ["", f"Note: {res.get('note', '')}", ""]
 
 

@@ -28,6 +28,7 @@ from distributed.partition import Partition
 from distributed.quantized import SHARDED_ATTR, ShardInfo, shard_quantizers
 from gnn.conv import GCNConv
 from gnn.models import GNN, dropout
+from gnn.trainer import first_layer_takes_sparse
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,8 +101,7 @@ class DistGNN(nn.Module):
         # stochastic rounding draws on the device of the exchanged rows (a CUDA generator on NCCL ranks)
         self.generator = torch.Generator(device=part.edge_index.device).manual_seed(cfg.seed * 1000 + part.rank)
         self.exchangers = []
-        accepts = getattr(model.convs[0], "accepts_sparse_input", None)
-        if cfg.sparse_input and (accepts is None or not accepts()):
+        if cfg.sparse_input and not first_layer_takes_sparse(model):
             raise ValueError(f"ParallelConfig: the first {model.cfg.arch!r} layer would densify sparse input "
                              f"(it aggregates before projecting, or quantizes its input); set sparse_input=False")
         for i, conv in enumerate(model.convs):

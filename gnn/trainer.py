@@ -116,10 +116,15 @@ def wants_sparse_input(model: nn.Module, graph: GraphData) -> bool:
 
 def sparse_input_pays(model: nn.Module, x: Tensor) -> bool:
     """`wants_sparse_input` for node features ``x`` (N, F) of a node task (also used by distributed/)."""
-    accepts = getattr(getattr(model, "convs", [None])[0], "accepts_sparse_input", None)
-    if accepts is None or not accepts():
+    if not first_layer_takes_sparse(model):
         return False
     return x.numel() > 1_000_000 and float((x != 0).float().mean()) < 0.05
+
+
+def first_layer_takes_sparse(model: nn.Module) -> bool:
+    """Whether the first layer projects sparse input without densifying it (``accepts_sparse_input``)."""
+    accepts = getattr(getattr(model, "convs", [None])[0], "accepts_sparse_input", None)
+    return accepts is not None and accepts()
 
 
 def _is_better(val_acc: float, val_loss: float, best_acc: float, best_loss: float, within_budget: bool = True,
