@@ -54,22 +54,50 @@ class DRAMChannel:
         self.access = cfg.dram_access_bytes
         self.cycles_per_access = cfg.dram_access_bytes / cfg.bytes_per_cycle
         self.bpc = cfg.bytes_per_cycle
-        self.slots: dict[int, float] = {}  # slot index -> bytes already scheduled in it
+        self.fill: list[float] = []  # slot index -> bytes already scheduled in it (its frontier)
+        self.next_open: list[int] = []  # slot index -> a slot at or after it with room (i itself when it has room)
         self.open_row = [-1] * cfg.dram_num_banks
         self.stats = DRAMStats()
+
+    def _grow(self, k: int) -> None:
+        """Make slots 0..k exist (empty)."""
+        n = len(self.fill)
+        if k >= n:
+            extra = max(k + 1 - n, n)  # doubling
+            self.fill.extend([0.0] * extra)
+            self.next_open.extend(range(n, n + extra))
+
+    def _first_open(self, k: int) -> int:
+        """The first slot at or after ``k`` that is not full (union-find with path compression), so that a request
+        issued far behind a saturated bus skips the full slots in near-constant time instead of walking them."""
+        self._grow(k)
+        nxt = self.next_open
+        root = k
+        while nxt[root] != root:  # a full slot i points at i + 1 or beyond, which always exists
+            root = nxt[root]
+        while nxt[k] != root:
+            nxt[k], k = root, nxt[k]
+        return root
 
     def _transfer(self, ready: float, nbytes: float) -> float:
         """Put ``nbytes`` on the bus at the earliest free capacity from ``ready``; returns the last-beat cycle."""
         bpc, size = self.bpc, SLOT_CYCLES
         k, t, left, end = int(ready // size), ready, float(nbytes), ready
         while left > 0:
-            start = max(t, k * size + self.slots.get(k, 0.0) / bpc)  # the slot is filled front to back
+            first = self._first_open(k)
+            if first != k:  # slots k..first-1 are full
+                k, t = first, float(first * size)
+            fill = self.fill
+            start = max(t, k * size + fill[k] / bpc)  # the slot is filled front to back
             room = ((k + 1) * size - start) * bpc
             if room > 1e-9:
                 take = min(room, left)
                 end = start + take / bpc
-                self.slots[k] = (end - k * size) * bpc
+                fill[k] = (end - k * size) * bpc
                 left -= take
+            if ((k + 1) * size - (k * size + fill[k] / bpc)) * bpc <= 1e-9:  # full for any later request
+                self._grow(k + 1)
+                self.next_open[k] = k + 1
             k += 1
             t = float(k * size)
         return end
