@@ -1,15 +1,20 @@
 """Accuracy parity of compressed halo exchange: val-selected test accuracy over seeds, per exchange variant.
 
     python benchmarks/dist_accuracy.py [--datasets cora,citeseer,amazon-computers,coauthor-cs] [--parts 4] \\
-        [--seeds 5] [--variants fp32,int1,...] [--epochs N] [--hidden H]
+        [--seeds 5] [--first-seed 0] [--variants fp32,int1,...] [--epochs N] [--hidden H]
 
 Spawns `--parts` gloo CPU ranks once per dataset and trains a 2-layer GCN per (variant, seed) with the
 single-process preset of `gnn.presets` (hidden, dropout, lr, weight decay, epochs; `--epochs/--hidden` override):
 fp32 exchange, Sylvie's int1 (stochastic row min/max), int1 + pipeline (one-epoch-stale halos, synchronous every
 10th epoch), the contractive int1-2c, and int1-2c + delta coding (EF21-style, fp32 refresh every 20 epochs).
 Selection: test accuracy at the epoch of best validation accuracy (evaluated every 2 epochs), over all epochs
-(no early stopping). Seed s uses split s and METIS partition seed s. Mean +- std over seeds. Results merge per
-dataset into benchmarks/results/dist_accuracy.json.
+(no early stopping). Seed s uses split s and METIS partition seed s. Mean +- std over seeds.
+
+Results merge into benchmarks/results/dist_accuracy.json per dataset, variant and seed: a run with the same settings
+(parts, epochs, model) adds its seeds to those already stored (a rerun seed replaces its old result), so
+`--first-seed 5 --seeds 5 --variants fp32,int1` takes two variants from 5 to 10 seeds without rerunning the first
+five. Changed settings replace the dataset's entry. The gap to fp32 is also reported paired (per seed, on the seeds
+both hold) with its standard error.
 """
 
 from __future__ import annotations
@@ -49,36 +54,83 @@ def run_dataset(dataset: str, args: argparse.Namespace, chosen: list[str]) -> di
     runs = [(name, DistTrainConfig(dataset=dataset, arch="gcn", num_parts=args.parts, seed=seed, hidden_dim=hidden,
                                    dropout=mcfg.dropout, lr=tcfg.lr, weight_decay=tcfg.weight_decay, epochs=epochs,
                                    eval_every=EVAL_EVERY, log_every=0, exchange=VARIANTS[name]))
-            for seed in range(args.seeds) for name in chosen]
+            for seed in range(args.first_seed, args.first_seed + args.seeds) for name in chosen]
     start = time.perf_counter()
     results = spawn(train_many, args.parts, [c for _, c in runs], True)[0]
     wall_s = time.perf_counter() - start
     table: dict[str, dict] = {}
-    for (name, _), r in zip(runs, results, strict=True):
-        t = table.setdefault(name, {"test_acc": [], "best_val_acc": [], "best_epoch": [], "bytes_per_epoch": []})
+    for (name, cfg), r in zip(runs, results, strict=True):
+        t = table.setdefault(name, {k: [] for k in PER_SEED})
+        t["seed"].append(cfg.seed)
         t["test_acc"].append(r["test_acc_at_best_val"])
         t["best_val_acc"].append(r["best_val_acc"])
         t["best_epoch"].append(r["best_epoch"])
         t["bytes_per_epoch"].append(statistics.mean(h["exchange_bytes"] for h in r["history"]))
-    for name, t in table.items():
-        accs = t["test_acc"]
-        t["test_mean"] = statistics.mean(accs)
-        t["test_std"] = statistics.stdev(accs) if len(accs) > 1 else 0.0
-        print(f"{dataset:18s} {name:22s} test {t['test_mean']:.4f} +- {t['test_std']:.4f}  "
-              f"(seeds {[round(a, 4) for a in accs]})  {t['bytes_per_epoch'][0]:.0f} B/epoch", flush=True)
-    return {"parts": args.parts, "seeds": args.seeds, "epochs": epochs, "eval_every": EVAL_EVERY,
+    command = "python benchmarks/dist_accuracy.py " + shlex.join(sys.argv[1:])
+    for t in table.values():
+        t["commands"] = [command]
+    return {"parts": args.parts, "epochs": epochs, "eval_every": EVAL_EVERY,
             "model": {"arch": "gcn", "layers": 2, "hidden": hidden, "dropout": mcfg.dropout, "lr": tcfg.lr,
                       "weight_decay": tcfg.weight_decay},
             "features": graph.info["features"], "sparse_input": results[0]["sparse_input"],
-            "variants": table, "wall_s": wall_s,
-            "command": "python benchmarks/dist_accuracy.py " + shlex.join(sys.argv[1:])}
+            "variants": table, "wall_s": wall_s, "command": command}
+
+
+PER_SEED = ("seed", "test_acc", "best_val_acc", "best_epoch", "bytes_per_epoch")
+SETTINGS = ("parts", "epochs", "eval_every", "model")
+
+
+def _seed_ids(variant: dict) -> list[int]:
+    """Seed ids of a stored variant (files written before ids were stored ran seeds 0..n-1)."""
+    return variant.get("seed", list(range(len(variant["test_acc"]))))
+
+
+def merge_entry(old: dict | None, new: dict) -> dict:
+    """``new`` dataset entry merged into ``old`` per variant and seed (new results win); ``old`` is dropped when
+    its settings differ. Summary statistics are recomputed from the merged per-seed lists."""
+    if old is None or any(old.get(k) != new.get(k) for k in SETTINGS):
+        merged = {**new, "variants": {}}
+        old_variants = {}
+    else:
+        merged = {**old, **{k: v for k, v in new.items() if k != "variants"}}
+        merged["wall_s"] = old.get("wall_s", 0.0) + new["wall_s"]
+        old_variants = old["variants"]
+    variants = {}
+    for name in list(old_variants) + [n for n in new["variants"] if n not in old_variants]:
+        rows = {}  # seed id -> per-seed values
+        for source in (old_variants.get(name), new["variants"].get(name)):
+            if source:
+                for i, seed in enumerate(_seed_ids(source)):
+                    rows[seed] = {k: source[k][i] for k in PER_SEED if k != "seed"}
+        seeds = sorted(rows)
+        v = {"seed": seeds, **{k: [rows[s][k] for s in seeds] for k in PER_SEED if k != "seed"}}
+        commands = (old_variants.get(name, {}).get("commands", [old.get("command")] if old else [])
+                    + new["variants"].get(name, {}).get("commands", []))
+        v["commands"] = list(dict.fromkeys(c for c in commands if c))
+        v["test_mean"] = statistics.mean(v["test_acc"])
+        v["test_std"] = statistics.stdev(v["test_acc"]) if len(seeds) > 1 else 0.0
+        variants[name] = v
+    merged["variants"] = variants
+    merged.pop("seeds", None)  # per variant now: len(variant["seed"])
+    return merged
+
+
+def paired_gap(variant: dict, reference: dict) -> tuple[float, float, int]:
+    """Mean and standard error of (variant - reference) test accuracy over the seeds both hold, and their count."""
+    ref = dict(zip(_seed_ids(reference), reference["test_acc"], strict=True))
+    diffs = [a - ref[s] for s, a in zip(_seed_ids(variant), variant["test_acc"], strict=True) if s in ref]
+    if not diffs:
+        return float("nan"), float("nan"), 0
+    se = statistics.stdev(diffs) / len(diffs) ** 0.5 if len(diffs) > 1 else float("nan")
+    return statistics.mean(diffs), se, len(diffs)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--datasets", default="cora", help="comma list, e.g. cora,citeseer")
     p.add_argument("--parts", type=int, default=4)
-    p.add_argument("--seeds", type=int, default=5)
+    p.add_argument("--seeds", type=int, default=5, help="how many seeds to run")
+    p.add_argument("--first-seed", type=int, default=0, help="run seeds first-seed .. first-seed + seeds - 1")
     p.add_argument("--epochs", type=int, default=0, help="override the preset's epochs (0: preset)")
     p.add_argument("--hidden", type=int, default=0, help="override the preset's hidden width (0: preset)")
     p.add_argument("--variants", default=",".join(VARIANTS), help=f"comma list of: {', '.join(VARIANTS)}")
@@ -89,13 +141,20 @@ def main() -> None:
         raise SystemExit(f"unknown variants {sorted(unknown)}; valid: {', '.join(VARIANTS)}")
     for dataset in args.datasets.split(","):
         entry = run_dataset(dataset, args, chosen)
+        run_wall_s = entry["wall_s"]
         res = load_results("dist_accuracy")
         if "datasets" not in res:  # the first format held one dataset at the top level: start afresh
             res = {"datasets": {}}
-        res["datasets"][dataset] = entry
+        res["datasets"][dataset] = entry = merge_entry(res["datasets"].get(dataset), entry)
+        ref = entry["variants"].get("fp32")
+        for name, v in entry["variants"].items():
+            gap = paired_gap(v, ref) if ref else (float("nan"),) * 3
+            print(f"{dataset:18s} {name:22s} test {v['test_mean']:.4f} +- {v['test_std']:.4f} over "
+                  f"{len(v['seed'])} seeds; paired gap to fp32 {100 * gap[0]:+.2f} +- {100 * gap[1]:.2f} pt "
+                  f"({gap[2]} seeds)", flush=True)
         res.update(machine=machine(), note="ranks oversubscribed on this machine, so no timing claims; "
                    "selection: test accuracy at the epoch of best validation accuracy")
-        print(f"written {save_results('dist_accuracy', res)} in {entry['wall_s']:.0f} s", flush=True)
+        print(f"written {save_results('dist_accuracy', res)} in {run_wall_s:.0f} s", flush=True)
 
 
 if __name__ == "__main__":

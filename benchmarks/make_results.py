@@ -137,30 +137,44 @@ def render_hw_ablation(res: dict) -> list[str]:
     lines.append(f"| MEGA paper ({paper.get('source', '')}) | learned | METIS | "
                  + " | ".join(cell(paper.get(k)) for k in steps) + " | - | "
                  + cell(paper.get("headline_vs_hygcn")) + " | - |")
+    rules = set()
     for name, d in res.get("datasets", {}).items():
         st = d["steps"]
-        lines.append(f"| {name} | {d.get('bits_source', 'degree rule')} | {d.get('order', 'natural')} | "
+        source = d.get("bits_source", "degree rule")
+        if source.startswith("degree"):
+            rules.add(source)
+            source = "degree rule"
+        lines.append(f"| {name} | {source} | {d.get('order', 'natural')} | "
                      + " | ".join(cell(st.get(k)) for k in steps + ("mega_vs_fp32", "mega_vs_hygcn", "mega_vs_gcnax"))
                      + " |")
+    lines += [""] + [f"Degree rule: {r.split(': ', 1)[-1]}." for r in sorted(rules) if ": " in r]
     lines += ["", "Notes (from the script):", ""] + [f"- {n}" for n in res.get("notes", [])] + [""]
     return lines
 
 
 def render_dist_accuracy(res: dict) -> list[str]:
+    from dist_accuracy import paired_gap  # per-seed pairing lives with the script that stores the seeds
     lines = ["## Distributed training: accuracy per halo codec (validation-selected test accuracy, %)", "",
-             "File: `benchmarks/results/dist_accuracy.json` (each dataset names its command). GCN, 2 layers, the "
-             "single-process preset; METIS partitions; gap = variant - fp32 exchange, in points.", "",
+             "File: `benchmarks/results/dist_accuracy.json` (each variant names its commands). GCN, 2 layers, the "
+             "single-process preset; METIS partitions. Gap = variant - fp32 exchange in points, paired per seed "
+             "(seed s: split s, partition seed s) over the seeds both hold, +- its standard error.", "",
              "| dataset | parts | seeds | epochs | variant | test acc | gap to fp32 (pt) | exchange bytes / epoch | "
              "fp32 / variant bytes |", "|---|---|---|---|---|---|---|---|---|"]
     for name, d in res.get("datasets", {}).items():
         ref = d["variants"].get("fp32")
+        ref_vol = sum(ref["bytes_per_epoch"]) / len(ref["bytes_per_epoch"]) if ref else None
         for variant, v in d["variants"].items():
-            acc = 100 * v["test_mean"]
-            gap = f"{acc - 100 * ref['test_mean']:+.2f}" if ref else "-"
+            seeds = len(v["test_acc"])
+            gap, se, paired = paired_gap(v, ref) if ref else (None, None, 0)
+            if variant == "fp32" or not paired:
+                gap_text = "-"
+            else:
+                gap_text = f"{100 * gap:+.2f} +- {100 * se:.2f}" + (f" ({paired} paired)" if paired != seeds else "")
             vol = sum(v["bytes_per_epoch"]) / len(v["bytes_per_epoch"])
-            ratio = f"{sum(ref['bytes_per_epoch']) / len(ref['bytes_per_epoch']) / vol:.1f}" if ref else "-"
-            lines.append(f"| {name} | {d['parts']} | {d['seeds']} | {d['epochs']} | {variant} | "
-                         f"{acc:.2f} +- {100 * v['test_std']:.2f} | {gap} | {vol:,.0f} | {ratio} |")
+            ratio = f"{ref_vol / vol:.1f}" if ref else "-"
+            lines.append(f"| {name} | {d['parts']} | {seeds} | {d['epochs']} | {variant} | "
+                         f"{100 * v['test_mean']:.2f} +- {100 * v['test_std']:.2f} | {gap_text} | {vol:,.0f} | "
+                         f"{ratio} |")
     return lines + ["", f"Note: {res.get('note', '')}", ""]
 
 
