@@ -178,6 +178,24 @@ def render_dist_accuracy(res: dict) -> list[str]:
     return lines + ["", f"Note: {res.get('note', '')}", ""]
 
 
+def render_hw_sim(res: dict) -> list[str]:
+    load = res.get("load_average_1min", {})
+    lines = ["## Cycle-model speed (one core)", "",
+             f"File: `benchmarks/results/hw_sim.json`. Command: `{res.get('command', 'python benchmarks/hw_sim.py')}`"
+             f" (1-min load average {load.get('start', float('nan')):.1f} at the start). MEGA preset, 2-layer GCN "
+             "(F_in -> 128 -> 16), degree-rule bits; every run checks each layer's outputs bit for bit. Build = "
+             "workload construction (quantization and the float64 reference forward), timed apart from the "
+             "simulation. Targets: Coauthor CS <= 60 s, a 1M-edge graph <= 10 min.", "",
+             "| graph | nodes | directed edges | build s | simulation s | simulated cycles | cycles / s | edges / s | "
+             "DRAM MB | functional check |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, g in res.get("graphs", {}).items():
+        lines.append(f"| {name} | {g['num_nodes']:,} | {g['num_edges']:,} | {g['build_s']:.1f} | "
+                     f"{g['sim_wall_s']:.1f} | {g['total_cycles']:,.0f} | {g['sim_cycles_per_s']:,.0f} | "
+                     f"{g['sim_edges_per_s']:,.0f} | {g['dram_bytes'] / 1e6:.1f} | "
+                     f"{', '.join(g['functional_check'])} |")
+    return lines + [""]
+
+
 def render_dist_quant_accuracy(res: dict) -> list[str]:
     lines = ["## Quantized + distributed training against single-process (validation-selected test accuracy, %)", "",
              "File: `benchmarks/results/dist_quant_accuracy.json` (each row names its command). Same seeds, "
@@ -226,7 +244,7 @@ def render_dist_bytes(res: dict) -> list[str]:
 
 RENDERERS = {"hw_ablation": render_hw_ablation, "dist_accuracy": render_dist_accuracy,
              "dist_quant_accuracy": render_dist_quant_accuracy, "dist_time": render_dist_time,
-             "dist_bytes": render_dist_bytes,
+             "dist_bytes": render_dist_bytes, "hw_sim": render_hw_sim,
              "fp32_accuracy": render_fp32, "train_speed": render_speed, "quant_table": render_quant,
              "quant_speed": render_quant_speed,
              "gt_accuracy": render_gt_accuracy}

@@ -17,6 +17,7 @@ from quant.integer_gnn import (
     gcn_layer_int,
     gcn_layer_reference,
     gcn_layer_trace,
+    int_matmul,
     layer_constants,
 )
 from quant.quantizers import a2q_quantize
@@ -214,3 +215,14 @@ def test_channel_reference_matches_pyg_gcnconv():
     conv.q_xw = ChannelFakeQuant()
     out = conv(torch.as_tensor(x_codes * lay.x_steps[:, None]), torch.as_tensor(ei)).detach().numpy()
     np.testing.assert_allclose(ref, out, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("density", [0.0, 0.01, 0.04, 0.3])
+def test_int_matmul_sparse_and_dense_paths_equal_the_dense_int64_product(density):
+    """Bag-of-words codes take the CSR path (< 5% non-zero), wider ones the dense path: both exact int64."""
+    rng = np.random.default_rng(3)
+    codes = np.where(rng.random((300, 700)) < density, rng.integers(-127, 128, (300, 700)), 0).astype(np.int8)
+    w = rng.integers(-7, 8, (33, 700)).astype(np.int8)
+    got = int_matmul(codes, w)
+    assert got.dtype == np.int64 and got.shape == (300, 33)
+    np.testing.assert_array_equal(got, codes.astype(np.int64) @ w.astype(np.int64).T)
