@@ -1,7 +1,7 @@
 """Epoch time of distributed full-graph training per halo codec, split into compute / communication / waiting.
 
     python benchmarks/dist_time.py [--scale 17] [--hidden 64] [--ranks 2,4] [--codecs fp32,int8,int1,int1-2c] \\
-        [--epochs 3] [--bandwidth-gbit 1.0]
+        [--epochs 3] [--bandwidth-gbit 1.0] [--links loopback,shaped,emulated]
 
 Each ``--ranks`` value is one spawn (~5 min at scale 17 on the loaded 2-core machine): run ``--ranks 2`` and
 ``--ranks 4`` separately; rows of other rank counts already in the JSON (same graph and width) are kept.
@@ -16,9 +16,17 @@ training epochs after one warm-up epoch (which also moves the layer-0 input once
 * ``wait_s``: max over ranks of (its collective time - ``comm_s``): blocked on slower peers (load imbalance);
 * ``codec_s``: max over ranks of encode + decode time; ``compute_s``: max over ranks of the rest.
 
-Links: ``loopback`` (gloo over 127.0.0.1, no limit) and an EMULATED link of ``--bandwidth-gbit``: every collective
-is followed by a sleep of (bytes this rank sends or receives, whichever is larger) / bandwidth (ring all_reduce:
-2 (P-1)/P of the buffer). This models a full-duplex NIC per rank and no latency; it is not a real network.
+Links (``--links``):
+
+* ``loopback``: gloo over 127.0.0.1, no limit;
+* ``shaped``: a real network of ``--bandwidth-gbit`` (`distributed.shaped_network.ShapedNetwork`): one network
+  namespace per rank, veth pairs to a bridge, tc ``tbf`` on both ends of every rank's link (a full-duplex NIC per
+  rank). Needs root with CAP_NET_ADMIN; elsewhere the script stops with that message (drop ``shaped`` from
+  ``--links``);
+* ``emulated``: loopback, and every collective is followed by a sleep of (bytes this rank sends or receives,
+  whichever is larger) / bandwidth (ring all_reduce: 2 (P-1)/P of the buffer). No latency, no TCP; a cross-check
+  of the shaped link.
+
 Runs with more ranks than cores are marked ``oversubscribed`` (their compute times are inflated).
 Writes benchmarks/results/dist_time.json.
 """
@@ -37,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import load_results, machine, save_results  # noqa: E402
 
 CODECS = ("fp32", "int8", "int1", "int1-2c")
+LINKS = ("loopback", "shaped", "emulated")
 
 
 class Clock:
@@ -86,8 +95,9 @@ def _instrument() -> None:
     codecs.encode, codecs.decode = timed(enc), timed(dec)
 
 
-def worker(scale: int, hidden: int, codec_list: list[str], links: list[float], epochs: int) -> list[dict]:
-    """One rank: every (link, codec) run; returns per-epoch (epoch, comm, codec) seconds of this rank."""
+def worker(scale: int, hidden: int, codec_list: list[str], links: list[tuple[str, float]], epochs: int) -> list[dict]:
+    """One rank: every (link, codec) run; ``links`` = (label, emulated bytes/s or 0 for none). Returns per-epoch
+    (epoch, comm, codec) seconds of this rank."""
     import torch
     import torch.distributed as dist
     import torch.nn.functional as F
@@ -112,7 +122,7 @@ def worker(scale: int, hidden: int, codec_list: list[str], links: list[float], e
     local[part.owned] = torch.arange(part.num_owned)
     train = local[split.train][local[split.train] >= 0]
     out = []
-    for bandwidth in links:
+    for link, bandwidth in links:
         for codec in codec_list:
             torch.manual_seed(0)
             model = parallelize_gnn(GNN(ModelConfig(arch="gcn", in_dim=d.x.size(1), out_dim=g.num_classes,
@@ -132,7 +142,7 @@ def worker(scale: int, hidden: int, codec_list: list[str], links: list[float], e
                 model.sync_gradients()
                 opt.step()
                 if epoch > 0:  # epoch 0: warm-up and the one-time layer-0 input exchange
-                    out.append({"bandwidth": bandwidth, "codec": codec, "epoch": epoch,
+                    out.append({"link": link, "codec": codec, "epoch": epoch,
                                 "epoch_s": time.perf_counter() - t0, "comm_s": Clock.comm,
                                 "codec_s": Clock.codec,
                                 "bytes": model.counter.epoch_bytes(epoch)})
@@ -145,10 +155,9 @@ def worker(scale: int, hidden: int, codec_list: list[str], links: list[float], e
 
 def summarise(per_rank: list[list[dict]], world: int, cores: int) -> list[dict]:
     rows = []
-    keys = sorted({(r["bandwidth"], r["codec"]) for r in per_rank[0] if "codec" in r},
-                  key=lambda k: (k[0], CODECS.index(k[1])))
-    for bw, codec in keys:
-        recs = [[r for r in rr if r.get("codec") == codec and r.get("bandwidth") == bw] for rr in per_rank]
+    keys = list(dict.fromkeys((r["link"], r["codec"]) for r in per_rank[0] if "codec" in r))  # run order
+    for link, codec in keys:
+        recs = [[r for r in rr if r.get("codec") == codec and r.get("link") == link] for rr in per_rank]
         per_epoch = []
         for e in range(len(recs[0])):
             ranks = [rr[e] for rr in recs]
@@ -159,7 +168,7 @@ def summarise(per_rank: list[list[dict]], world: int, cores: int) -> list[dict]:
                               "compute_s": max(r["epoch_s"] - r["comm_s"] - r["codec_s"] for r in ranks),
                               "bytes": sum(r["bytes"] for r in ranks)})
         row = {k: statistics.median(p[k] for p in per_epoch) for k in per_epoch[0]}
-        row.update(ranks=world, codec=codec, link="loopback" if bw == 0 else f"{bw * 8 / 1e9:g} Gbit/s emulated",
+        row.update(ranks=world, codec=codec, link=link,
                    oversubscribed=world > cores, epochs_timed=len(per_epoch),
                    epoch_s_all=[round(p["epoch_s"], 4) for p in per_epoch])
         rows.append(row)
@@ -180,6 +189,7 @@ def speedups(rows: list[dict]) -> dict[str, dict[str, float]]:
 
 def main() -> None:
     from distributed.launch import spawn
+    from distributed.shaped_network import ShapedNetwork, shaped_network_available
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--scale", type=int, default=17, help="R-MAT scale: 2^scale nodes, 16 2^scale sampled edges")
@@ -187,22 +197,43 @@ def main() -> None:
     p.add_argument("--ranks", default="2", help="comma list of world sizes, e.g. 2,4")
     p.add_argument("--codecs", default=",".join(CODECS))
     p.add_argument("--epochs", type=int, default=2, help="timed epochs per run (after one warm-up epoch)")
-    p.add_argument("--bandwidth-gbit", type=float, default=1.0, help="emulated link; 0 = loopback only")
+    p.add_argument("--bandwidth-gbit", type=float, default=1.0, help="rate of the shaped and emulated links")
+    p.add_argument("--links", default=",".join(LINKS), help=f"comma list of: {', '.join(LINKS)}")
     args = p.parse_args()
-    codec_list = args.codecs.split(",")
-    unknown = set(codec_list) - set(CODECS)
-    if unknown:
-        raise SystemExit(f"unknown codecs {sorted(unknown)}; valid: {', '.join(CODECS)}")
-    links = [0.0] + ([args.bandwidth_gbit * 1e9 / 8] if args.bandwidth_gbit > 0 else [])
+    codec_list, link_list = args.codecs.split(","), args.links.split(",")
+    for what, chosen, valid in (("codecs", codec_list, CODECS), ("links", link_list, LINKS)):
+        if set(chosen) - set(valid):
+            raise SystemExit(f"unknown {what} {sorted(set(chosen) - set(valid))}; valid: {', '.join(valid)}")
+    if args.bandwidth_gbit <= 0 and set(link_list) & {"shaped", "emulated"}:
+        raise SystemExit("--bandwidth-gbit must be > 0 for the shaped and emulated links")
+    if "shaped" in link_list:
+        ok, why = shaped_network_available()
+        if not ok:
+            raise SystemExit(f"the shaped link is not available here: {why}. Rerun with --links loopback,emulated")
+    rate = args.bandwidth_gbit
+    in_process = [(label, bw) for label, bw in (("loopback", 0.0), (f"{rate:g} Gbit/s emulated", rate * 1e9 / 8))
+                  if label.split()[-1] in link_list]
     cores = os.cpu_count() or 1
     start, rows, graph = time.perf_counter(), [], None
     load_start = os.getloadavg()[0]
     worlds = [int(r) for r in args.ranks.split(",")]
+    shaped_label = ""
     for world in worlds:
-        t = time.perf_counter()
-        per_rank = spawn(worker, world, args.scale, args.hidden, codec_list, links, args.epochs)
-        graph = next(r["graph"] for r in per_rank[0] if "graph" in r)
-        rows += [{**r, "run_wall_s": time.perf_counter() - t} for r in summarise(per_rank, world, cores)]
+        runs = []  # (per-rank results, wall seconds)
+        if in_process:
+            t = time.perf_counter()
+            runs.append((spawn(worker, world, args.scale, args.hidden, codec_list, in_process, args.epochs),
+                         time.perf_counter() - t))
+        if "shaped" in link_list:
+            t = time.perf_counter()
+            with ShapedNetwork(world, rate) as net:
+                shaped_label = net.describe()
+                runs.append((spawn(worker, world, args.scale, args.hidden, codec_list,
+                                   [(f"{rate:g} Gbit/s shaped", 0.0)], args.epochs,
+                                   rank_setup=net.rank_setup, master_addr=net.address(0)), time.perf_counter() - t))
+        for per_rank, wall_s in runs:
+            graph = next(r["graph"] for r in per_rank[0] if "graph" in r)
+            rows += [{**r, "run_wall_s": wall_s} for r in summarise(per_rank, world, cores)]
     old = load_results("dist_time")  # runs of other rank counts on the same graph and model are kept
     if old.get("graph") == graph and old.get("hidden") == args.hidden:
         rows = [r for r in old.get("rows", []) if r["ranks"] not in worlds] + rows
@@ -217,10 +248,9 @@ def main() -> None:
                "model": f"gcn 2 layers hidden {args.hidden} dropout 0.5, synchronous exchange",
                "rows": rows, "speedup_vs_fp32": speedup, "wall_s": time.perf_counter() - start,
                "machine": machine(), "cores": cores,
-               "bandwidth_mode": "emulated: sleep(max(bytes sent, bytes received) / bandwidth) after every "
-                                 "collective (ring all_reduce: 2(P-1)/P of the buffer); not a real network",
-               "why_emulated": "ip and tc exist and netns/veth creation is permitted here, but a per-rank namespace "
-                               "launcher with tc shaping was not built; the emulation is what these numbers use",
+               "links": {"shaped": shaped_label or None,
+                         "emulated": "loopback + sleep(max(bytes sent, bytes received) / bandwidth) after every "
+                                     "collective (ring all_reduce: 2(P-1)/P of the buffer); not a real network"},
                "load_average_1min": {"start": load_start, "end": os.getloadavg()[0]},
                "note": f"{cores} cores; 1-minute load average {load_start:.1f} at the start and "
                        f"{os.getloadavg()[0]:.1f} at the end (this job's own ranks included): other jobs inflate "

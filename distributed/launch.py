@@ -25,15 +25,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def init_group(rank: int, world_size: int, port: int, backend: str = "gloo", timeout_s: float = 120) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+def init_group(rank: int, world_size: int, port: int, backend: str = "gloo", timeout_s: float = 120,
+               master_addr: str = "127.0.0.1") -> None:
+    os.environ.update(MASTER_ADDR=master_addr, MASTER_PORT=str(port))
     dist.init_process_group(backend, rank=rank, world_size=world_size, timeout=timedelta(seconds=timeout_s))
 
 
-def _worker(rank: int, fn, world_size: int, port: int, out_dir: str, threads: int, args: tuple) -> None:
+def _worker(rank: int, fn, world_size: int, port: int, out_dir: str, threads: int, args: tuple,
+            rank_setup=None, master_addr: str = "127.0.0.1") -> None:
     torch.set_num_threads(threads)
     try:
-        init_group(rank, world_size, port)
+        if rank_setup is not None:
+            rank_setup(rank)
+        init_group(rank, world_size, port, master_addr=master_addr)
         result = fn(*args)
         torch.save({"ok": True, "result": result}, Path(out_dir) / f"rank{rank}.pt")
     except BaseException:  # noqa: BLE001 - the parent re-raises it with the child traceback
@@ -44,15 +48,18 @@ def _worker(rank: int, fn, world_size: int, port: int, out_dir: str, threads: in
             dist.destroy_process_group()
 
 
-def spawn(fn, world_size: int, *args, threads: int = 1) -> list:
+def spawn(fn, world_size: int, *args, threads: int = 1, rank_setup=None, master_addr: str = "127.0.0.1") -> list:
     """Run ``fn(*args)`` on ``world_size`` gloo ranks (fn must be importable: a module-level function).
 
-    Returns the list of per-rank return values; raises RuntimeError with the first child traceback.
+    ``rank_setup(rank)`` (picklable) runs in each rank before its process group starts, e.g.
+    :meth:`distributed.shaped_network.ShapedNetwork.rank_setup` to move the rank into its network namespace; then
+    ``master_addr`` must be rank 0's address there. Returns the list of per-rank return values; raises RuntimeError
+    with the first child traceback.
     """
     with tempfile.TemporaryDirectory() as out_dir:
         try:
-            mp.spawn(_worker, args=(fn, world_size, free_port(), out_dir, threads, args), nprocs=world_size,
-                     join=True)
+            mp.spawn(_worker, args=(fn, world_size, free_port(), out_dir, threads, args, rank_setup, master_addr),
+                     nprocs=world_size, join=True)
         except Exception as exc:  # noqa: BLE001
             for r in range(world_size):
                 p = Path(out_dir) / f"rank{r}.pt"
