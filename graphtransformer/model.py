@@ -57,6 +57,7 @@ class GraphTransformerConfig:
     attn_dropout: float = 0.0  # on the edge attention weights of sparse layers (GAT-style), training only
     sparse_residual: bool = True  # False: topology layers replace h by the attention output (GAT-like, no ego
     #                               shortcut around the neighbourhood aggregation; self loops keep the node itself)
+    ffn_ratio: int = 2  # feed-forward width = ffn_ratio * hidden_dim; 0 = attention-only layers (no FFN block)
     pe_dim: int = 8
     max_degree: int = 64
 
@@ -70,8 +71,9 @@ class GraphTransformerConfig:
         bad = [k for k in self.schedule if k not in ATTENTION_KINDS]
         if bad:
             raise ValueError(f"GraphTransformerConfig: unknown attention kind(s) {bad}; valid: {ATTENTION_KINDS}")
-        if self.dense_every < 0 or self.pe_dim < 0 or self.max_degree < 0:
-            raise ValueError("GraphTransformerConfig: need dense_every >= 0, pe_dim >= 0, max_degree >= 0")
+        if self.dense_every < 0 or self.pe_dim < 0 or self.max_degree < 0 or self.ffn_ratio < 0:
+            raise ValueError("GraphTransformerConfig: need dense_every >= 0, pe_dim >= 0, max_degree >= 0, "
+                             "ffn_ratio >= 0")
         if not all(0.0 <= p < 1.0 for p in (self.dropout, self.input_dropout, self.attn_dropout)):
             raise ValueError(f"GraphTransformerConfig: dropout={self.dropout}, input_dropout={self.input_dropout}, "
                              f"attn_dropout={self.attn_dropout}; each must be in [0, 1)")
@@ -155,24 +157,29 @@ class GraphAttention(nn.Module):
 
 
 class TransformerLayer(nn.Module):
-    """Pre-norm block: h + Attn(LN(h)), then h + FFN(LN(h)) (FFN width 2 * hidden). With
-    ``sparse_residual=False`` topology layers (sparse / cluster) use h = Attn(LN(h)) instead."""
+    """Pre-norm block: h + Attn(LN(h)), then h + FFN(LN(h)) (FFN width ``ffn_ratio`` * hidden; ``ffn_ratio=0``
+    drops the FFN block). With ``sparse_residual=False`` topology layers (sparse / cluster) use h = Attn(LN(h))."""
 
     def __init__(self, hidden_dim: int, num_heads: int, dropout: float, attn_dropout: float = 0.0,
-                 sparse_residual: bool = True):
+                 sparse_residual: bool = True, ffn_ratio: int = 2):
         super().__init__()
         self.sparse_residual = sparse_residual
         self.q_input = QuantPoint("input", "node")
-        self.norm1, self.norm2 = nn.LayerNorm(hidden_dim), nn.LayerNorm(hidden_dim)
+        self.norm1 = nn.LayerNorm(hidden_dim)
         self.attn = GraphAttention(hidden_dim, num_heads, attn_dropout)
-        self.ffn = nn.Sequential(Linear(hidden_dim, 2 * hidden_dim), nn.GELU(), Linear(2 * hidden_dim, hidden_dim))
+        if ffn_ratio:
+            self.norm2 = nn.LayerNorm(hidden_dim)
+            self.ffn = nn.Sequential(Linear(hidden_dim, ffn_ratio * hidden_dim), nn.GELU(),
+                                     Linear(ffn_ratio * hidden_dim, hidden_dim))
+        else:
+            self.norm2 = self.ffn = None
         self.drop = nn.Dropout(dropout)
 
     def forward(self, h: Tensor, graph, kind: str) -> Tensor:
         h = self.q_input(h)  # (N, F) node features entering the layer
         a = self.drop(self.attn(self.norm1(h), graph, kind))
         h = h + a if kind == "dense" or self.sparse_residual else a
-        return h + self.drop(self.ffn(self.norm2(h)))
+        return h if self.ffn is None else h + self.drop(self.ffn(self.norm2(h)))
 
 
 def feature_dropout(x: Tensor, p: float, training: bool) -> Tensor:
@@ -199,7 +206,8 @@ class GraphTransformer(nn.Module):
         if self.pe is not None:
             nn.init.normal_(self.pe.weight, std=0.02)
         self.layers = nn.ModuleList(TransformerLayer(cfg.hidden_dim, cfg.num_heads, cfg.dropout, cfg.attn_dropout,
-                                                     cfg.sparse_residual) for _ in range(cfg.num_layers))
+                                                     cfg.sparse_residual, cfg.ffn_ratio)
+                                    for _ in range(cfg.num_layers))
         self.norm = nn.LayerNorm(cfg.hidden_dim)
         self.head = Linear(cfg.hidden_dim, cfg.out_dim)
         self.drop = nn.Dropout(cfg.dropout)

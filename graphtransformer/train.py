@@ -60,6 +60,8 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--dropout", type=float, default=defaults.dropout)
     p.add_argument("--input-dropout", type=float, default=defaults.input_dropout)
     p.add_argument("--attn-dropout", type=float, default=defaults.attn_dropout, help="sparse layers, 1 process")
+    p.add_argument("--ffn-ratio", type=int, default=defaults.ffn_ratio,
+                   help="feed-forward width / hidden (0 = attention-only layers)")
     p.add_argument("--seeds", type=int, default=1, help="number of seeds (0..n-1)")
     p.add_argument("--cp", type=int, default=1, help="ring (context-parallel) degree")
     p.add_argument("--hp", type=int, default=1, help="Ulysses (head-parallel) degree")
@@ -118,8 +120,8 @@ def main() -> None:
 
     cfg = TrainConfig(attention=args.attention, num_layers=args.layers, hidden_dim=args.hidden, num_heads=args.heads,
                       dense_every=args.dense_every, dropout=args.dropout, input_dropout=args.input_dropout,
-                      attn_dropout=args.attn_dropout, pe=args.pe, max_degree=args.max_degree, lr=args.lr,
-                      weight_decay=args.weight_decay,
+                      attn_dropout=args.attn_dropout, ffn_ratio=args.ffn_ratio, pe=args.pe,
+                      max_degree=args.max_degree, lr=args.lr, weight_decay=args.weight_decay,
                       optimizer=args.optimizer, epochs=args.epochs, patience=_patience(args))
     distributed = args.cp * args.hp > 1 or int(os.environ.get("WORLD_SIZE", "1")) > 1
     if distributed and args.quant != "none":

@@ -82,3 +82,26 @@ def test_config_errors_name_the_fix():
         GraphTransformerConfig(in_dim=1, out_dim=1, hidden_dim=10, num_heads=4, num_layers=1, schedule=("dense",))
     with pytest.raises(ValueError, match="one attention kind per layer"):
         GraphTransformerConfig(in_dim=1, out_dim=1, num_layers=2, schedule=("dense",))
+
+
+def test_attention_only_layers_without_ffn():
+    """ffn_ratio=0: no FFN parameters, and each layer is exactly the attention block (h + Attn(LN(h)) for dense,
+    Attn(LN(h)) for topology layers without the sparse residual); gradients reach every remaining parameter."""
+    schedule = ("sparse", "dense")
+    n = 30
+    model, graph, x, pe = _setup(schedule, n=n)
+    cfg = GraphTransformerConfig(**{**model.cfg.__dict__, "ffn_ratio": 0, "sparse_residual": False})
+    torch.manual_seed(1)
+    model = GraphTransformer(cfg).double()
+    assert not any("ffn" in name or "norm2" in name for name, _ in model.named_parameters())
+    h = model.input(x) + model.degree(graph.degree.clamp_max(cfg.max_degree)) + model.pe(pe)
+    for layer, kind in zip(model.layers, schedule, strict=True):
+        a = layer.attn(layer.norm1(h), graph, kind)
+        h = h + a if kind == "dense" else a
+    model.eval()
+    out = model(x, graph, pe)
+    torch.testing.assert_close(out, model.head(model.norm(h)), rtol=0, atol=1e-12)
+    out.square().sum().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters() if p.requires_grad)
+    with pytest.raises(ValueError, match="ffn_ratio"):
+        GraphTransformerConfig(in_dim=1, out_dim=1, num_layers=1, schedule=("dense",), ffn_ratio=-1)
