@@ -42,10 +42,13 @@ from graphtransformer.training import (  # noqa: E402
 from quant.config import METHODS as QUANT_METHODS  # noqa: E402
 from quant.config import QuantConfig  # noqa: E402
 
-# Selected on Cora's validation accuracy (single-seed sweep, see the report); used unchanged for every dataset.
-GT_CONFIG = TrainConfig(attention="interleaved", num_layers=3, hidden_dim=64, num_heads=4, dropout=0.5,
-                        input_dropout=0.5, sparse_residual=False, pe="none", max_degree=0, lr=5e-3,
-                        weight_decay=5e-4, optimizer="adam", epochs=150, patience=40)
+# Selected on Cora's validation accuracy and used unchanged for every dataset: a 2-seed screen of 17 variants
+# (attention / input dropout, weight decay, heads, width, layer order, lr, with and without FFN blocks), then six
+# candidates (the best of the screen and combinations of them) on 5 seeds; this one had the best mean validation
+# accuracy (80.28; the other five 79.32 to 80.24).
+GT_CONFIG = TrainConfig(attention="interleaved", num_layers=3, hidden_dim=64, num_heads=8, dropout=0.5,
+                        input_dropout=0.8, sparse_residual=False, ffn_ratio=0, pe="none", max_degree=0, lr=5e-3,
+                        weight_decay=5e-3, optimizer="adam", epochs=150, patience=40)
 
 
 def _stats(accs: list[float]) -> dict:

@@ -110,12 +110,16 @@ def render_gt_accuracy(res: dict) -> list[str]:
              "gap to GCN (pt) "
              "| seeds | command |", "|---|---|---|---|---|---|---|---|"]
     for name, d in res.get("datasets", {}).items():
+        base = d.get("gt_interleaved", {}).get("config", {})
         for key, gt in d.items():
             if not key.startswith("gt_"):
                 continue
             bits = gt.get("final_avg_bits", {}).get("mean")
             gap = gt["test_acc"]["mean"] - d["gcn"]["test_acc"]["mean"]
-            lines.append(f"| {name} | {_pm(d['gcn']['test_acc'])} | {key[3:]} | {_pm(gt['test_acc'])} | "
+            cfg = {"ffn_ratio": 2, **gt.get("config", {})}  # files written before ffn_ratio existed had FFN width 2
+            differs = [f"{k}={cfg[k]}" for k in sorted(base) if k in cfg and cfg[k] != base[k]]
+            variant = key[3:] + (f" (config differs: {', '.join(differs)})" if differs else "")
+            lines.append(f"| {name} | {_pm(d['gcn']['test_acc'])} | {variant} | {_pm(gt['test_acc'])} | "
                          f"{'32 (FP32)' if bits is None else f'{bits:.2f}'} | {gap:+.2f} | {gt['test_acc']['n']} | "
                          f"{'`' + gt['command'] + '`' if gt.get('command') else '-'} |")
     return lines + [""]

@@ -39,18 +39,19 @@ class TrainConfig:
     #                                    the schedule that ``attention`` implies (then len == num_layers)
     num_layers: int = 3
     hidden_dim: int = 64
-    num_heads: int = 4
+    num_heads: int = 8
     dense_every: int = 0
     dropout: float = 0.5
-    input_dropout: float = 0.5
+    input_dropout: float = 0.8
     attn_dropout: float = 0.0
     sparse_residual: bool = False
-    ffn_ratio: int = 2  # 0: attention-only layers
+    ffn_ratio: int = 0  # 0: attention-only layers. The FFN blocks over-fit Cora's 140 training nodes: dropping them
+    #                     raised mean validation accuracy from 77.9 to 80.0 (2-seed screen, otherwise same config)
     pe: str = "none"  # on Cora the Laplacian PE and degree embedding let the model memorise the 140 training
     pe_dim: int = 8  # nodes (val 75.8 -> 79.4 without them, seed 0); they stay available for other graphs
     max_degree: int = 0  # degree-embedding rows (0: a learned constant, no degree information)
-    lr: float = 5e-3
-    weight_decay: float = 5e-4
+    lr: float = 5e-3  # 1e-2 diverged on Cora (validation 0.32, 2 seeds)
+    weight_decay: float = 5e-3
     optimizer: str = "adam"
     epochs: int = 150
     patience: int = 40
