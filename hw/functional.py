@@ -12,7 +12,7 @@ import numpy as np
 
 from hw.layout import FeatureLayout
 from quant.adaptive_package import decode
-from quant.integer_gnn import SPARSE_CODES_MAX_DENSITY, gcn_graph, gcn_layer_int
+from quant.integer_gnn import gcn_graph, gcn_layer_int, int_matmul_macs
 
 
 class FunctionalMismatch(AssertionError):
@@ -40,9 +40,7 @@ def check_workload(workload, layouts: list[FeatureLayout | None] | None = None, 
         if ap is not None:
             codes = decode(ap)
             _first_diff(codes, lt.x_codes, "decoded Adaptive-Package input", li)
-        nonzero = np.count_nonzero(codes)
-        macs = (nonzero if nonzero <= SPARSE_CODES_MAX_DENSITY * codes.size else codes.size) * lay.w_codes.shape[0]
-        if macs > max_macs:
+        if int_matmul_macs(codes, lay.w_codes.shape[0]) > max_macs:
             modes.append("stream")
             continue
         out, _ = gcn_layer_int(lay, codes, graph)

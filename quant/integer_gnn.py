@@ -173,6 +173,15 @@ def gcn_graph(edge_index: np.ndarray, num_nodes: int) -> tuple[np.ndarray, np.nd
 SPARSE_CODES_MAX_DENSITY = 0.05  # below this fraction of non-zero codes, int_matmul multiplies sparse rows
 
 
+def _takes_sparse_product(codes: np.ndarray) -> bool:
+    return codes.size > 0 and np.count_nonzero(codes) <= SPARSE_CODES_MAX_DENSITY * codes.size
+
+
+def int_matmul_macs(codes: np.ndarray, f_out: int) -> int:
+    """Multiply-accumulates :func:`int_matmul` spends on ``codes`` (N, F_in) against F_out weight rows."""
+    return (np.count_nonzero(codes) if _takes_sparse_product(codes) else codes.size) * f_out
+
+
 def int_matmul(codes: np.ndarray, w_codes: np.ndarray) -> np.ndarray:
     """Exact integer product ``codes @ w_codes.T``: (N, F_in) x (F_out, F_in) -> (N, F_out) int64.
 
@@ -182,7 +191,7 @@ def int_matmul(codes: np.ndarray, w_codes: np.ndarray) -> np.ndarray:
     """
     codes = np.asarray(codes)
     w = np.asarray(w_codes, dtype=np.int64).T  # (F_in, F_out)
-    if codes.size and np.count_nonzero(codes) <= SPARSE_CODES_MAX_DENSITY * codes.size:
+    if _takes_sparse_product(codes):
         from scipy.sparse import csr_matrix
         return np.asarray(csr_matrix(codes.astype(np.int64)) @ w, dtype=np.int64)
     return codes.astype(np.int64) @ w
