@@ -211,8 +211,9 @@ def main() -> None:
         if not ok:
             raise SystemExit(f"the shaped link is not available here: {why}. Rerun with --links loopback,emulated")
     rate = args.bandwidth_gbit
-    in_process = [(label, bw) for label, bw in (("loopback", 0.0), (f"{rate:g} Gbit/s emulated", rate * 1e9 / 8))
-                  if label.split()[-1] in link_list]
+    in_process = [(label, bw) for name, label, bw in (("loopback", "loopback", 0.0),
+                                                      ("emulated", f"{rate:g} Gbit/s emulated", rate * 1e9 / 8))
+                  if name in link_list]
     cores = os.cpu_count() or 1
     start, rows, graph = time.perf_counter(), [], None
     load_start = os.getloadavg()[0]

@@ -221,8 +221,7 @@ def render_dist_time(res: dict) -> list[str]:
     lines = ["## Distributed training: epoch time per halo codec", "",
              f"File: `benchmarks/results/dist_time.json`. Graph {g.get('name')} ({g.get('num_nodes')} nodes, "
              f"{g.get('num_edges')} edges), {res.get('model')}. Seconds are medians over timed epochs of the max over "
-             "ranks. Links: " + "; ".join(f"{k}: {v}" for k, v in res.get("links", {}).items() if v)
-             + (res.get("bandwidth_mode", "") if "links" not in res else "") + ".", "",
+             "ranks. Links: " + "; ".join(f"{k}: {v}" for k, v in res.get("links", {}).items() if v) + ".", "",
              "| ranks | link | codec | epoch s | compute s | comm s | wait s | codec s | MB / epoch | "
              "epoch speedup vs fp32 | comm speedup vs fp32 | oversubscribed |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
