@@ -69,7 +69,7 @@ def render_quant(res: dict) -> list[str]:
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in res.get("cells", []):
         bits = c.get("avg_bits")
-        training = f"{c.get('epochs', '-')} epochs" + "".join(
+        training = (f"{c['runs']}, " if "runs" in c else "") + f"{c.get('epochs', '-')} epochs" + "".join(
             f", {label} {c[key]:g}" for key, label in (("dropout", "dropout"), ("weight_decay", "wd")) if key in c) \
             + (f", {c['features']} features" if "features" in c else "")
         lines.append(

@@ -1,6 +1,10 @@
-"""FP32 vs Degree-Quant INT8 / INT4 vs A2Q vs degree-aware (MEGA-style) on node tasks, through `gnn.trainer`.
+"""FP32 vs Degree-Quant INT8 / INT4 vs A2Q vs degree-aware (MEGA-style), through `gnn.trainer`.
 
     python benchmarks/quant_table.py --datasets cora --models gcn --seeds 3 --targets 4,1.7 --epochs 200
+    python benchmarks/quant_table.py --datasets mutag --models gin --seeds 10   # graph task: 10 folds
+
+Node tasks run seeds 0..n-1 on the dataset's split; graph tasks (MUTAG, PROTEINS) run folds 0..n-1 of the
+10-fold cross-validation with seed = fold, as ``gnn.experiment`` does (A2Q then uses its Nearest Neighbor Strategy).
 
 Per (dataset, model, method, target): validation-selected test accuracy mean +- std over seeds (and the
 A2Q-code-style max test accuracy over epochs, never the headline), learned average feature bits without / with
@@ -39,12 +43,12 @@ LEARNED = ("a2q", "degree-aware")
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--datasets", default="cora", help="comma-separated node-task datasets")
+    p.add_argument("--datasets", default="cora", help="comma-separated datasets (node or graph tasks)")
     p.add_argument("--models", default="gcn", help="comma-separated: gcn, gat, gin, sage")
     p.add_argument("--methods", default="none,dq-int8,dq-int4,a2q,degree-aware", help="none = FP32")
     p.add_argument("--targets", default="4,1.7", help="target average bits of a2q")
     p.add_argument("--degree-targets", default="4,1.7", help="target average bits of degree-aware")
-    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--seeds", type=int, default=3, help="seeds (node tasks) or folds (graph tasks)")
     p.add_argument("--penalty-weight", type=float, default=2.5, help="a of the memory penalty (learned-bit methods)")
     p.add_argument("--epochs", type=int, help="override the preset's epochs")
     p.add_argument("--dropout", type=float, help="override the preset's dropout (e.g. A2Q's GCN-Cora 0.35)")
@@ -56,6 +60,15 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def run_jobs(graph, seeds: list[int]) -> list[tuple[int, int]]:
+    """(seed, split index) of every run: the seeds on split 0 (node tasks), or folds 0..n-1 with seed = fold."""
+    if graph.task != "graph":
+        return [(s, 0) for s in seeds]
+    if len(seeds) > len(graph.splits):
+        raise ValueError(f"{graph.name} has {len(graph.splits)} folds; --seeds {len(seeds)} asks for more")
+    return [(seeds[0] + k, k) for k in range(len(seeds))]
+
+
 def run_cell(graph, arch: str, method: str, target: float, seeds: list[int], epochs: int | None,
              penalty_weight: float = 2.5, dropout: float | None = None, weight_decay: float | None = None) -> dict:
     model_cfg, train_cfg = model_and_train_config(graph, arch)
@@ -63,12 +76,13 @@ def run_cell(graph, arch: str, method: str, target: float, seeds: list[int], epo
     train_cfg = with_overrides(train_cfg, epochs=epochs, weight_decay=weight_decay)
     train_cfg = replace(train_cfg, quant=method, target_bits=target, penalty_weight=penalty_weight)
     runs = []
-    for seed in seeds:
+    for seed, fold in run_jobs(graph, seeds):
         seed_everything(seed)
         model = build_model(model_cfg)
-        runs.append(train_one(model, graph, graph.splits[0], train_cfg, seed=seed, progress=False))
+        runs.append(train_one(model, graph, graph.splits[fold], train_cfg, seed=seed, fold=fold, progress=False))
     s = summarize(runs)
     cell = {"dataset": graph.name, "model": arch, "method": "fp32" if method == "none" else method,
+            "runs": f"{len(runs)} {'folds' if graph.task == 'graph' else 'seeds'}",
             "target_bits": target if method in LEARNED else None, "epochs": train_cfg.epochs,
             "dropout": model_cfg.dropout, "weight_decay": train_cfg.weight_decay,
             "test_acc": s["test_acc"], "max_test_acc_over_epochs": s["max_test_acc_over_epochs"],
