@@ -147,14 +147,37 @@ def affine_fake_quant(x: Tensor, scale: Tensor, zp: Tensor, qmin: int, qmax: int
 
 
 def percentile_range(x: Tensor, pct: float) -> tuple[Tensor, Tensor]:
-    """(lower, upper) percentile of all elements of ``x`` (``pct`` = 0 gives min/max), via kthvalue."""
+    """(lower, upper) percentile of all elements of ``x`` (``pct`` = 0 gives min/max), via kthvalue.
+
+    Exact in both paths. When most elements are 0 (aggregated bag-of-words features: a 2708 x 1433 Cora aggregate
+    is ~90 % zeros) the order statistics come from the non-zero elements and the count of zeros
+    (:func:`kth_smallest_with_zeros`), ~10x less work than kthvalue over every element.
+    """
     flat = x.detach().reshape(-1)
     n = flat.numel()
     if pct <= 0 or n < 2:
         return flat.min(), flat.max()
     k_lo = max(1, int(math.ceil(pct * n)))
     k_hi = max(1, min(n, int(math.floor((1.0 - pct) * n)) + 1))
+    if 2 * int(torch.count_nonzero(flat)) < n:
+        nonzero = flat[flat != 0]
+        return kth_smallest_with_zeros(nonzero, n, k_lo), kth_smallest_with_zeros(nonzero, n, k_hi)
     return flat.kthvalue(k_lo).values, flat.kthvalue(k_hi).values
+
+
+def kth_smallest_with_zeros(nonzero: Tensor, n: int, k: int) -> Tensor:
+    """k-th smallest (1-based) of ``n`` elements whose non-zero ones are ``nonzero`` (1-D) and the rest are 0.
+
+    Sorted, the n elements are [negatives, zeros, positives] and the non-zero ones [negatives, positives]: the k-th
+    is the k-th non-zero while k <= #negatives, 0 while k <= #negatives + #zeros, else the (k - #zeros)-th non-zero.
+    """
+    num_neg = int((nonzero < 0).sum())
+    num_zero = n - nonzero.numel()
+    if k <= num_neg:
+        return nonzero.kthvalue(k).values
+    if k <= num_neg + num_zero:
+        return torch.zeros((), dtype=nonzero.dtype, device=nonzero.device)
+    return nonzero.kthvalue(k - num_zero).values
 
 
 def dq_protect_probability(in_deg: Tensor, p_low: float, p_high: float, batch: Tensor | None = None) -> Tensor:

@@ -13,6 +13,7 @@ from quant.quantizers import (
     affine_fake_quant,
     affine_qparams,
     dq_protect_probability,
+    kth_smallest_with_zeros,
     percentile_range,
     round_half_away,
 )
@@ -156,6 +157,23 @@ def test_percentile_range_matches_numpy():
     assert hi.item() == pytest.approx(xs[int(math.floor(0.99 * x.numel()))])
     lo0, hi0 = percentile_range(x, 0.0)
     assert lo0 == x.min() and hi0 == x.max()
+
+
+@pytest.mark.parametrize("zero_fraction", [0.0, 0.6, 0.95, 1.0])
+def test_percentile_range_of_mostly_zero_tensors_matches_numpy(zero_fraction):
+    """The zero-counting path (taken when over half the elements are 0) gives numpy's order statistics exactly."""
+    gen = torch.Generator().manual_seed(7)
+    x = torch.randn(40, 53, generator=gen)
+    x[torch.rand(x.shape, generator=gen) < zero_fraction] = 0.0
+    xs = np.sort(x.numpy().reshape(-1))
+    n = xs.size
+    for pct in (0.001, 0.01, 0.2, 0.45):
+        lo, hi = percentile_range(x, pct)
+        assert lo.item() == xs[max(1, math.ceil(pct * n)) - 1]
+        assert hi.item() == xs[min(n, math.floor((1 - pct) * n) + 1) - 1]
+    for k in range(1, n + 1, 97):  # every region: negatives, zeros, positives
+        nonzero = x.reshape(-1)[x.reshape(-1) != 0]
+        assert kth_smallest_with_zeros(nonzero, n, k).item() == xs[k - 1]
 
 
 def test_dq_protect_probability_is_cdf_formula():
