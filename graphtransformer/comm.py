@@ -6,6 +6,7 @@
   they arrive back at their owner (the ring-flash-attn scheme, with any differentiable block kernel).
 * :func:`halo_exchange`: a sparse all-to-all (``all_to_all_single`` with split sizes) of only the K/V rows that
   remote ranks need (nodes with edges across ranks); its backward returns the row gradients and adds them up.
+  Rows and gradients can travel through distributed/'s codecs (fp16 down to one bit), as the GNN halo does.
 
 Every call records the bytes this rank sends to *other* ranks in a :class:`CommCounter` (self-chunks are local
 copies and are not counted). gloo cannot send to self, so size-1 groups short-circuit.
@@ -13,6 +14,7 @@ copies and are not counted). gloo cannot send to self, so size-1 groups short-ci
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -20,6 +22,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from distributed import codecs
 from graphtransformer.attention import merge_attention
 
 # (q rows [row_start, row_start + m), k, v) -> (out, lse) of those rows; q (H, m, D), k and v (H, n_k, D).
@@ -278,31 +281,61 @@ class HaloPlan:
     recv_counts: tuple[int, ...]  # (P,)
 
 
+def _exchange_rows(send: Tensor, send_counts: tuple[int, ...], recv_counts: tuple[int, ...], codec: str,
+                   generator: torch.Generator | None, group) -> tuple[Tensor, int]:
+    """Sparse all-to-all of rows: ``send`` (S, ..., F) grouped by destination rank (``send_counts``) -> the rows
+    from every source rank (R, ..., F) (``recv_counts``), and the bytes this rank sent.
+
+    ``fp32`` moves the tensor itself (any dtype, bit-exact). Any other codec of :mod:`distributed.codecs` encodes
+    each destination's rows as (rows * ..., F) codec rows (own min/step per K or V row of all heads), sends the
+    uint8 payloads (sizes known on both sides from the counts) and decodes into ``send``'s dtype.
+    """
+    if codec == "fp32":
+        recv = send.new_empty((sum(recv_counts), *send.shape[1:]))
+        dist.all_to_all_single(recv, send, list(recv_counts), list(send_counts), group=group)
+        return recv, send.numel() * send.element_size()
+    f = send.shape[-1]
+    per_row = math.prod(send.shape[1:-1])  # codec rows per node row (K and V: 2)
+    payloads = [codecs.encode(chunk.reshape(-1, f), codec, generator) for chunk in send.split(list(send_counts))]
+    recv_sizes = [codecs.num_bytes(codec, r * per_row, f) for r in recv_counts]
+    recv = torch.empty(sum(recv_sizes), dtype=torch.uint8, device=send.device)
+    dist.all_to_all_single(recv, torch.cat(payloads), recv_sizes, [p.numel() for p in payloads], group=group)
+    rows = [codecs.decode(chunk, codec, r * per_row, f)
+            for chunk, r in zip(recv.split(recv_sizes), recv_counts, strict=True)]
+    out = torch.cat(rows).to(send.dtype).view(sum(recv_counts), *send.shape[1:])
+    return out, sum(p.numel() for p in payloads)
+
+
 class _Halo(torch.autograd.Function):
     @staticmethod
-    def forward(fctx, x, plan, ctx):
+    def forward(fctx, x, plan, ctx, codec, grad_codec, generator):
         fctx.plan, fctx.comm, fctx.num_rows = plan, ctx, x.shape[0]
-        send = x[plan.send_rows].contiguous()  # (S, C)
-        recv = x.new_empty((sum(plan.recv_counts), *x.shape[1:]))
-        dist.all_to_all_single(recv, send, list(plan.recv_counts), list(plan.send_counts), group=ctx.group)
-        row_bytes = x[:1].numel() * x.element_size()
-        ctx.log("halo", "forward", row_bytes * (send.shape[0] - plan.send_counts[ctx.rank]))
+        fctx.grad_codec, fctx.generator = grad_codec, generator
+        send = x[plan.send_rows].contiguous()  # (S, ..., F); plans never send to their own rank
+        recv, sent = _exchange_rows(send, plan.send_counts, plan.recv_counts, codec, generator, ctx.group)
+        ctx.log("halo", "forward", sent)
         return recv
 
     @staticmethod
     def backward(fctx, grad):
         plan, ctx = fctx.plan, fctx.comm
-        grad = grad.contiguous()
-        back = grad.new_empty((sum(plan.send_counts), *grad.shape[1:]))
-        dist.all_to_all_single(back, grad, list(plan.send_counts), list(plan.recv_counts), group=ctx.group)
-        row_bytes = grad[:1].numel() * grad.element_size()
-        ctx.log("halo", "backward", row_bytes * (grad.shape[0] - plan.recv_counts[ctx.rank]))
+        back, sent = _exchange_rows(grad.contiguous(), plan.recv_counts, plan.send_counts, fctx.grad_codec,
+                                    fctx.generator, ctx.group)
+        ctx.log("halo", "backward", sent)
         dx = grad.new_zeros((fctx.num_rows, *grad.shape[1:])).index_add(0, plan.send_rows, back)
-        return dx, None, None
+        return dx, None, None, None, None, None
 
 
-def halo_exchange(x: Tensor, plan: HaloPlan, ctx: CommContext) -> Tensor:
-    """Rows of ``x`` (n, ...) that other ranks need -> the rows I need from them (R, ...), in rank order."""
+def halo_exchange(x: Tensor, plan: HaloPlan, ctx: CommContext, codec: str = "fp32", grad_codec: str = "fp32",
+                  generator: torch.Generator | None = None) -> Tensor:
+    """Rows of ``x`` (n, ..., F) that other ranks need -> the rows I need from them (R, ..., F), in rank order.
+
+    ``codec`` compresses the forward rows and ``grad_codec`` their gradients on the way back
+    (:data:`distributed.codecs.CODECS`, e.g. ``int1``; ``fp32`` = exact); ``generator`` drives the integer codecs'
+    stochastic rounding. The codecs' per-row metadata covers the last dimension F.
+    """
+    for c in (codec, grad_codec):
+        codecs.check_codec(c)
     if ctx.size == 1:
         return x[plan.send_rows]
-    return _Halo.apply(x, plan, ctx)
+    return _Halo.apply(x, plan, ctx, codec, grad_codec, generator)

@@ -51,6 +51,8 @@ class EquivalenceCase:
     chunk_rows: int = 7  # small, not dividing the block, so the chunked ring kernels are exercised
     fsdp: bool = False
     ring_window: int = 0  # Double-Ring window (0: one ring)
+    halo_codec: str = "fp32"  # lossy codecs make the comparison approximate (tests bound the error instead)
+    halo_grad_codec: str = ""
     checkpoint_layers: tuple[int, ...] = ()
     optimizer_step: bool = False  # one AdamW step (lr 1e-2, weight decay 1e-2) on both models
     dtype: str = "float64"  # "float32" exercises the reduce ops gloo gets for fp32 gradients (FSDP2)
@@ -87,7 +89,8 @@ def _worker(rank: int, world: int, port: int, case: EquivalenceCase, out_dir: st
         (ref_out * w).sum().backward()
 
         sp = SequenceParallelConfig(cp=case.cp, hp=case.hp, sparse_comm=case.sparse_comm, fsdp=case.fsdp,
-                                    ring_window=case.ring_window,
+                                    ring_window=case.ring_window, halo_codec=case.halo_codec,
+                                    halo_grad_codec=case.halo_grad_codec,
                                     checkpoint_layers=case.checkpoint_layers)
         counter = CommCounter()
         model = _model(cfg, case.seed, case.dtype)
@@ -114,6 +117,8 @@ def _worker(rank: int, world: int, port: int, case: EquivalenceCase, out_dir: st
         per_layer = {f"layers.{i}": {ph: counter.total(layer=f"layers.{i}", phase=ph)
                                      for ph in ("forward", "backward")} for i in range(cfg.num_layers)}
         result = {"rank": rank, "out_err": out_err, "grad_err": grad_err, "param_err": param_err,
+                  "out_scale": ref_out.abs().max().item(),
+                  "grad_scale": max(q.grad.abs().max().item() for _, q in pairs),
                   "sharded": sum(type(p).__name__ == "DTensor" for p in model.parameters()), "bytes": per_layer,
                   "halo_recv_rows": sum(sharded.halo_plan.recv_counts), "rows_per_rank": sharded.rows_per_rank}
         with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:

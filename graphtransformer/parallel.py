@@ -30,6 +30,7 @@ import torch.distributed as dist
 from torch import Tensor, nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
+from distributed.codecs import CODECS
 from graphtransformer.attention import dense_attention, sparse_attention
 from graphtransformer.comm import (
     CommContext,
@@ -55,8 +56,16 @@ class SequenceParallelConfig:
     reshard_after_forward: bool = True  # FSDP2: free gathered parameters after forward (ZeRO-3) or keep (ZeRO-2)
     checkpoint_layers: tuple[int, ...] = ()  # layers whose activations are recomputed in backward
     ring_window: int = 0  # Double-Ring (LoongTrain): inner rings of this many cp ranks; 0 = one ring over cp
+    halo_codec: str = "fp32"  # halo K/V rows through a distributed.codecs codec (e.g. "int1"); fp32 = exact
+    halo_grad_codec: str = ""  # their gradients on the way back; "" = the same as halo_codec
 
     def __post_init__(self):
+        for c in (self.halo_codec, self.halo_grad_codec or self.halo_codec):
+            if c not in CODECS:
+                raise ValueError(f"SequenceParallelConfig: unknown halo codec {c!r}; valid: {', '.join(CODECS)}")
+        if self.halo_codec != "fp32" and self.sparse_comm != "halo":
+            raise ValueError(f"SequenceParallelConfig: halo_codec={self.halo_codec!r} compresses the halo exchange, "
+                             f"but sparse_comm={self.sparse_comm!r}; use sparse_comm='halo' or halo_codec='fp32'")
         if self.cp < 1 or self.hp < 1:
             raise ValueError(f"SequenceParallelConfig: cp={self.cp}, hp={self.hp}; both must be >= 1")
         if self.sparse_comm not in SPARSE_COMMS:
@@ -160,10 +169,13 @@ class DistributedAttentionCore(nn.Module):
     sharded, kind) -> (H, n, D)."""
 
     def __init__(self, mesh: DeviceMesh, layer: str, sparse_comm: str, counter: CommCounter | None,
-                 chunk_rows: int = 2048, ring_window: int = 0):
+                 chunk_rows: int = 2048, ring_window: int = 0, halo_codecs: tuple[str, str] = ("fp32", "fp32")):
         super().__init__()
         self.layer, self.sparse_comm, self.counter, self.chunk_rows = layer, sparse_comm, counter, chunk_rows
-        self.ring_window = ring_window
+        self.ring_window, self.halo_codecs = ring_window, halo_codecs
+        # Stochastic rounding of the integer codecs: a stream per rank and layer, reproducible under torch.manual_seed.
+        self.generator = torch.Generator().manual_seed(
+            (torch.initial_seed() + 1_000_003 * dist.get_rank() + sum(map(ord, layer))) % 2**63)
         self.cp_group, self.hp_group = mesh.get_group("cp"), mesh.get_group("hp")
         self.cp_rank, self.hp_rank = mesh.get_local_rank("cp"), mesh.get_local_rank("hp")
         self.cp_size, self.hp_size = mesh.size(0), mesh.size(1)
@@ -180,9 +192,10 @@ class DistributedAttentionCore(nn.Module):
 
     def _halo(self, q: Tensor, k: Tensor, v: Tensor, graph: ShardedGraph) -> Tensor:
         ctx = self._ctx(dist.group.WORLD, dist.get_world_size(), dist.get_rank())
-        kv = torch.stack([k, v]).permute(2, 0, 1, 3)  # (n, 2, H, D): rows first for the row exchange
-        remote = halo_exchange(kv, graph.halo_plan, ctx)  # (R, 2, H, D)
-        keys = torch.cat([kv, remote]).permute(1, 2, 0, 3)  # (2, H, n + R, D)
+        h, n, d = k.shape
+        kv = torch.stack([k, v]).permute(2, 0, 1, 3).reshape(n, 2, h * d)  # rows first; a K and a V row per node
+        remote = halo_exchange(kv, graph.halo_plan, ctx, *self.halo_codecs, self.generator)  # (R, 2, H*D)
+        keys = torch.cat([kv, remote]).view(-1, 2, h, d).permute(1, 2, 0, 3)  # (2, H, n + R, D)
         # The cluster kernel's tiles are a single-device layout; across ranks the same math runs edge-wise.
         return sparse_attention(q, keys[0], keys[1], graph.halo_edges)[0]
 
@@ -229,7 +242,8 @@ def parallelize_graph_transformer(model: GraphTransformer, mesh: DeviceMesh, cfg
                          f"{dist.get_world_size()}; the mesh must span the world")
     for i, layer in enumerate(model.layers):
         layer.attn.core = DistributedAttentionCore(mesh, f"layers.{i}", cfg.sparse_comm, counter, chunk_rows,
-                                                   cfg.ring_window)
+                                                   cfg.ring_window,
+                                                   (cfg.halo_codec, cfg.halo_grad_codec or cfg.halo_codec))
     if cfg.checkpoint_layers:
         checkpoint_layers(model, cfg.checkpoint_layers)
     if cfg.fsdp:

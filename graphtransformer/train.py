@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from distributed.codecs import CODECS
 from graphtransformer.cluster import cluster_order, metis_clusters
 from graphtransformer.model import GraphTransformer
 from graphtransformer.training import (
@@ -68,6 +69,10 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--sparse-comm", default="halo", choices=("halo", "ring"))
     p.add_argument("--ring-window", type=int, default=0,
                    help="Double-Ring: inner rings of this many --cp ranks, an outer ring between them (0: one ring)")
+    p.add_argument("--halo-codec", default="fp32", choices=CODECS,
+                   help="codec of the halo K/V rows of sparse layers (distributed.codecs; int1 = one bit per value)")
+    p.add_argument("--halo-grad-codec", default="", choices=("", *CODECS),
+                   help="codec of their gradients on the way back (default: --halo-codec)")
     p.add_argument("--fsdp", action="store_true", help="FSDP2-shard parameters/grads/optimizer state")
     p.add_argument("--checkpoint-layers", default="", help="comma-separated layers to activation-checkpoint")
     p.add_argument("--quant", default="none", choices=("none", *QUANT_METHODS),
@@ -101,7 +106,8 @@ def _distributed_rows(graph, args) -> tuple:
     )
 
     sp = SequenceParallelConfig(cp=args.cp, hp=args.hp, sparse_comm=args.sparse_comm, fsdp=args.fsdp,
-                                ring_window=args.ring_window,
+                                ring_window=args.ring_window, halo_codec=args.halo_codec,
+                                halo_grad_codec=args.halo_grad_codec,
                                 checkpoint_layers=tuple(int(i) for i in args.checkpoint_layers.split(",") if i))
     mesh = build_mesh(sp)
     sharded = shard_graph(graph, sp, dist.get_rank())
@@ -158,7 +164,9 @@ def main() -> None:
         else:
             records.append(train_seed(model, data, split, pe, rows, cfg, seed))
     result = {"dataset": args.dataset, "config": asdict(cfg), "schedule": list(cfg.schedule()), "quant": args.quant,
-              "cp": args.cp, "hp": args.hp, "world_size": dist.get_world_size() if distributed else 1,
+              "cp": args.cp, "hp": args.hp, "halo_codec": args.halo_codec,
+              "halo_grad_codec": args.halo_grad_codec or args.halo_codec,
+              "world_size": dist.get_world_size() if distributed else 1,
               "seeds": records, **summarize(records)}
     if not distributed or dist.get_rank() == 0:
         out = Path(args.out or f"runs/gt_{args.dataset}_{args.attention}.json")

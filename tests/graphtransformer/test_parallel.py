@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from distributed import codecs
 from graphtransformer.comm import RingPlan
 from graphtransformer.equivalence import EquivalenceCase, _problem, run_equivalence
 from graphtransformer.model import GraphTransformer, GraphTransformerConfig
@@ -149,6 +150,32 @@ def test_world_size_not_matching_mesh_is_rejected():
                 build_mesh(SequenceParallelConfig(cp=2, hp=2))
         finally:
             dist.destroy_process_group()
+
+
+def test_halo_codecs_compress_rows_and_gradients_with_bounded_error():
+    """int8 K/V rows forward, int4 gradients back: the bytes are the codecs' (per K or V row of all heads: packed
+    codes + fp16 min and step), and outputs / gradients stay near the exact single-process model without equalling
+    it (the codec really ran)."""
+    case = EquivalenceCase(cp=2, hp=1, sparse_comm="halo", schedule=("sparse", "dense"), halo_codec="int8",
+                           halo_grad_codec="int4")
+    results = run_equivalence(case)
+    width = case.num_heads * case.head_dim  # values per K (or V) row
+    sent = _halo_sent_rows(case, 2)
+    for r in results:
+        assert r["bytes"]["layers.0"]["forward"] == sent[r["rank"]] * 2 * codecs.row_bytes("int8", width)
+        assert r["bytes"]["layers.0"]["backward"] == r["halo_recv_rows"] * 2 * codecs.row_bytes("int4", width)
+        assert r["bytes"]["layers.1"]["forward"] == _dense_bytes(case, "forward")  # dense layers stay exact
+    # int8: ~1/255 of a row's range per value; int4 (stochastic rounding): ~1/15 of a gradient row's range
+    assert all(1e-8 < r["out_err"] < 0.01 * r["out_scale"] for r in results), results
+    assert all(1e-8 < r["grad_err"] < 0.1 * r["grad_scale"] for r in results), results
+
+
+@pytest.mark.parametrize("kwargs,match", [({"halo_codec": "int3"}, "unknown halo codec"),
+                                          ({"halo_grad_codec": "bf16"}, "unknown halo codec"),
+                                          ({"halo_codec": "int1", "sparse_comm": "ring"}, "sparse_comm='halo'")])
+def test_config_rejects_bad_halo_codecs(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        SequenceParallelConfig(cp=2, **kwargs)
 
 
 def test_config_rejects_unknown_sparse_comm():
