@@ -24,6 +24,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _common import machine  # noqa: E402
+
 from graphtransformer.attention import dense_attention, edge_mask, flash_dense_attention, sparse_attention
 from graphtransformer.cluster import ClusterConfig, build_cluster_plan, cluster_blocked_attention
 
@@ -79,12 +81,15 @@ def _measure(fn, q, k, v, repeats: int) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", default="512,1024,2048,4096,16384")
-    p.add_argument("--max-dense", type=int, default=4096)
+    p.add_argument("--max-dense", type=int, default=4096, help="largest N of the masked dense kernel (N^2 scores)")
+    p.add_argument("--max-flash", type=int, default=4096,
+                   help="largest N of full_flash (no N^2 memory, but N^2 time: ~30 min at 131072 on one core)")
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", default="benchmarks/results/gt_attention.json")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
+    command = "python benchmarks/gt_attention.py " + " ".join(sys.argv[1:])
     rows = []
     for n in (int(s) for s in args.sizes.split(",")):
         ei = _graph(n)
@@ -95,6 +100,7 @@ def main() -> None:
         if n <= args.max_dense:
             mask = edge_mask(ei, n, n)
             kernels["dense"] = lambda a, b, c, mask=mask: dense_attention(a, b, c, mask)
+        if n <= args.max_flash:
             kernels["full_flash"] = flash_dense_attention  # all-pairs, no mask (TorchGT "full"), fused CPU kernel
         for name, fn in kernels.items():
             row = {"kernel": name, "num_nodes": n, "num_edges": ei.shape[1], **_measure(fn, q, k, v, args.repeats)}
@@ -102,19 +108,21 @@ def main() -> None:
                 row["dense_edge_fraction"] = plan.dense_edge_fraction
             rows.append(row)
             print(json.dumps(row), flush=True)
-            _write(args.out, rows, args.threads)  # after every row, so a cut-off run keeps what it measured
-    result = _write(args.out, rows, args.threads)
+            _write(args.out, rows, args.threads, command)  # after every row: a cut-off run keeps what it measured
+    result = _write(args.out, rows, args.threads, command)
     n, speedup = result["largest_dense_n"], result["speedup_at_largest_dense_n"]
     print(f"dense/sparse fwd+bwd speed-up at N={n}: {speedup:.1f}x")
 
 
-def _write(out: str, rows: list[dict], threads: int) -> dict:
+def _write(out: str, rows: list[dict], threads: int, command: str) -> dict:
     by = {(r["kernel"], r["num_nodes"]): r["fwd_bwd_ms"] for r in rows}
     speedups = {n: by[("dense", n)] / by[("sparse", n)] for (kind, n) in by if kind == "dense"}
+    flash = {n: by[("full_flash", n)] / by[("sparse", n)] for (kind, n) in by if kind == "full_flash"}
     largest = max(speedups) if speedups else None
     result = {"heads": H, "head_dim": D, "dtype": "float32", "threads": threads, "rows": rows,
-              "dense_over_sparse_speedup": speedups, "largest_dense_n": largest,
-              "speedup_at_largest_dense_n": speedups[largest] if speedups else None, "torch": torch.__version__}
+              "dense_over_sparse_speedup": speedups, "full_flash_over_sparse_speedup": flash,
+              "largest_dense_n": largest, "speedup_at_largest_dense_n": speedups[largest] if speedups else None,
+              "torch": torch.__version__, "command": command, "machine": machine()}
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_text(json.dumps(result, indent=1))
     return result

@@ -295,12 +295,51 @@ def render_gt_halo_codec(res: dict) -> list[str]:
     return lines + [""]
 
 
+def render_gt_comm_bytes(res: dict) -> list[str]:
+    lines = ["## Graph transformer: communication bytes per attention layer (forward, all ranks)", "",
+             f"File: `benchmarks/results/gt_comm_bytes.json`; command: `{res.get('command', '')}`. Hidden "
+             f"{res.get('hidden')}, {res.get('heads')} heads, fp32 unless named. From `graphtransformer.volume` and "
+             "the halo plans of `shard_graph`; tests check that a real run counts exactly these bytes. Order: METIS "
+             "clusters, one per rank (what distributed runs use), or the dataset's own node order.", "",
+             "| dataset | ranks | order | Ulysses MB | ring MB | halo fp32 MB | halo int1 MB | Ulysses / halo fp32 |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in res.get("rows", []):
+        b = r["bytes"]
+        lines.append(f"| {r['dataset']} | {r['world']} | {r['order']} | {b['ulysses']['total'] / 1e6:.2f} | "
+                     f"{b['ring']['total'] / 1e6:.2f} | {b['halo fp32']['total'] / 1e6:.2f} | "
+                     f"{b['halo int1']['total'] / 1e6:.3f} | {r['ulysses_over_halo_fp32']:.1f} |")
+    return lines + [""]
+
+
+def render_gt_attention(res: dict) -> list[str]:
+    lines = ["## Graph transformer: attention kernels, forward + backward against sequence length", "",
+             "File: `benchmarks/results/gt_attention.json`; command: "
+             f"`{res.get('command', 'python benchmarks/gt_attention.py')}`. "
+             f"{res.get('heads')} heads x {res.get('head_dim')}, {res.get('dtype')}, "
+             f"{res.get('threads')} thread(s), device: {res.get('device', 'cpu')}. `dense` = explicit softmax with the "
+             "graph mask (same result as sparse), `full_flash` = all-pairs attention through the fused flash kernel "
+             "(the cost of a dense layer). Memory = peak RSS growth of the last timed run (small allocations reuse "
+             "freed heap and read as ~0).", "",
+             "| nodes | edges | kernel | fwd+bwd ms | peak RSS growth MiB |", "|---|---|---|---|---|"]
+    for r in sorted(res.get("rows", []), key=lambda r: (r["num_nodes"], r["kernel"])):
+        lines.append(f"| {r['num_nodes']} | {r['num_edges']} | {r['kernel']} | {r['fwd_bwd_ms']:.1f} | "
+                     f"{r['peak_rss_growth_mib']:.1f} |")
+    for key, label in (("dense_over_sparse_speedup", "Masked dense / sparse time"),
+                       ("full_flash_over_sparse_speedup", "All-pairs flash / sparse time")):
+        speed = res.get(key, {})
+        if speed:
+            lines += ["", f"{label}: " + ", ".join(f"N={n}: {v:.1f}x" for n, v in
+                                                   sorted(speed.items(), key=lambda kv: int(kv[0])))]
+    return lines + [""]
+
+
 RENDERERS = {"hw_ablation": render_hw_ablation, "dist_accuracy": render_dist_accuracy,
              "dist_quant_accuracy": render_dist_quant_accuracy, "dist_time": render_dist_time,
              "dist_bytes": render_dist_bytes, "hw_sim": render_hw_sim,
              "fp32_accuracy": render_fp32, "train_speed": render_speed, "quant_table": render_quant,
              "quant_speed": render_quant_speed,
-             "gt_accuracy": render_gt_accuracy, "gt_halo_codec": render_gt_halo_codec}
+             "gt_accuracy": render_gt_accuracy, "gt_halo_codec": render_gt_halo_codec,
+             "gt_comm_bytes": render_gt_comm_bytes, "gt_attention": render_gt_attention}
 
 
 def render_other(name: str, res: dict) -> list[str]:

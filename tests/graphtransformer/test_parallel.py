@@ -20,6 +20,7 @@ from graphtransformer.parallel import (
     shard_graph,
     shard_rows,
 )
+from graphtransformer.volume import dense_forward_bytes, halo_forward_bytes
 
 F64 = 8  # bytes per element
 
@@ -70,6 +71,10 @@ def test_ring2_halo_exact_and_bytes():
         assert r["bytes"]["layers.0"]["backward"] == r["halo_recv_rows"] * row_bytes
         for phase in ("forward", "backward"):
             assert r["bytes"]["layers.1"][phase] == _dense_bytes(case, phase)
+        plan = shard_graph(_problem(case)[0], SequenceParallelConfig(cp=2), r["rank"]).halo_plan
+        assert r["bytes"]["layers.0"]["forward"] == halo_forward_bytes(plan, row_bytes // 2)  # volume.py formula
+        assert r["bytes"]["layers.1"]["forward"] == dense_forward_bytes(r["rows_per_rank"], case.num_heads,
+                                                                        case.head_dim, 2, 1, F64)
     # Communication-light: the halo layer moves less than the dense layer on this sparse graph.
     assert all(r["bytes"]["layers.0"]["forward"] < r["bytes"]["layers.1"]["forward"] for r in results)
 
@@ -85,6 +90,8 @@ def test_two_process_ring_layouts_exact_and_bytes(cp, hp, window):
         for layer in ("layers.0", "layers.1"):
             for phase in ("forward", "backward"):
                 assert r["bytes"][layer][phase] == _dense_bytes(case, phase)
+            n = r["rows_per_rank"]  # graphtransformer.volume (the benchmarks' formula) agrees with the counter
+            assert r["bytes"][layer]["forward"] == dense_forward_bytes(n, case.num_heads, case.head_dim, cp, hp, F64)
 
 
 @pytest.mark.slow
