@@ -173,9 +173,10 @@ class DistributedAttentionCore(nn.Module):
         super().__init__()
         self.layer, self.sparse_comm, self.counter, self.chunk_rows = layer, sparse_comm, counter, chunk_rows
         self.ring_window, self.halo_codecs = ring_window, halo_codecs
-        # Stochastic rounding of the integer codecs: a stream per rank and layer, reproducible under torch.manual_seed.
-        self.generator = torch.Generator().manual_seed(
-            (torch.initial_seed() + 1_000_003 * dist.get_rank() + sum(map(ord, layer))) % 2**63)
+        # Stochastic rounding of the integer codecs: a stream per rank and layer, reproducible under torch.manual_seed,
+        # created on the device of the first K/V it rounds (see _codec_generator).
+        self.codec_seed = (torch.initial_seed() + 1_000_003 * dist.get_rank() + sum(map(ord, layer))) % 2**63
+        self.generator: torch.Generator | None = None
         self.cp_group, self.hp_group = mesh.get_group("cp"), mesh.get_group("hp")
         self.cp_rank, self.hp_rank = mesh.get_local_rank("cp"), mesh.get_local_rank("hp")
         self.cp_size, self.hp_size = mesh.size(0), mesh.size(1)
@@ -194,10 +195,15 @@ class DistributedAttentionCore(nn.Module):
         ctx = self._ctx(dist.group.WORLD, dist.get_world_size(), dist.get_rank())
         h, n, d = k.shape
         kv = torch.stack([k, v]).permute(2, 0, 1, 3).reshape(n, 2, h * d)  # rows first; a K and a V row per node
-        remote = halo_exchange(kv, graph.halo_plan, ctx, *self.halo_codecs, self.generator)  # (R, 2, H*D)
+        remote = halo_exchange(kv, graph.halo_plan, ctx, *self.halo_codecs, self._codec_generator(kv.device))
         keys = torch.cat([kv, remote]).view(-1, 2, h, d).permute(1, 2, 0, 3)  # (2, H, n + R, D)
         # The cluster kernel's tiles are a single-device layout; across ranks the same math runs edge-wise.
         return sparse_attention(q, keys[0], keys[1], graph.halo_edges)[0]
+
+    def _codec_generator(self, device: torch.device) -> torch.Generator:
+        if self.generator is None or self.generator.device != device:
+            self.generator = torch.Generator(device=device).manual_seed(self.codec_seed)
+        return self.generator
 
     def _ulysses_ring(self, q: Tensor, k: Tensor, v: Tensor, graph: ShardedGraph, kind: str) -> Tensor:
         hp = self._ctx(self.hp_group, self.hp_size, self.hp_rank)
