@@ -87,10 +87,17 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", default="benchmarks/results/gt_attention.json")
+    p.add_argument("--merge", action="store_true",
+                   help="keep the rows already in --out that this run does not measure (e.g. one slow size later)")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     command = "python benchmarks/gt_attention.py " + " ".join(sys.argv[1:])
     rows = []
+    if args.merge and Path(args.out).exists():
+        old = json.loads(Path(args.out).read_text())
+        sizes = {int(s) for s in args.sizes.split(",")}
+        rows = [dict(r, command=r.get("command", old.get("command"))) for r in old["rows"]
+                if r["num_nodes"] not in sizes]
     for n in (int(s) for s in args.sizes.split(",")):
         ei = _graph(n)
         q, k, v = (torch.randn(H, n, D, requires_grad=True) for _ in range(3))
@@ -103,7 +110,8 @@ def main() -> None:
         if n <= args.max_flash:
             kernels["full_flash"] = flash_dense_attention  # all-pairs, no mask (TorchGT "full"), fused CPU kernel
         for name, fn in kernels.items():
-            row = {"kernel": name, "num_nodes": n, "num_edges": ei.shape[1], **_measure(fn, q, k, v, args.repeats)}
+            row = {"kernel": name, "num_nodes": n, "num_edges": ei.shape[1], **_measure(fn, q, k, v, args.repeats),
+                   "command": command}
             if name == "cluster":
                 row["dense_edge_fraction"] = plan.dense_edge_fraction
             rows.append(row)

@@ -312,10 +312,11 @@ def render_gt_comm_bytes(res: dict) -> list[str]:
 
 
 def render_gt_attention(res: dict) -> list[str]:
+    default = res.get("command", "python benchmarks/gt_attention.py")
+    commands = dict.fromkeys(r.get("command", default) for r in res.get("rows", []))
     lines = ["## Graph transformer: attention kernels, forward + backward against sequence length", "",
-             "File: `benchmarks/results/gt_attention.json`; command: "
-             f"`{res.get('command', 'python benchmarks/gt_attention.py')}`. "
-             f"{res.get('heads')} heads x {res.get('head_dim')}, {res.get('dtype')}, "
+             "File: `benchmarks/results/gt_attention.json`; commands: " + "; ".join(f"`{c}`" for c in commands)
+             + f". {res.get('heads')} heads x {res.get('head_dim')}, {res.get('dtype')}, "
              f"{res.get('threads')} thread(s), device: {res.get('device', 'cpu')}. `dense` = explicit softmax with the "
              "graph mask (same result as sparse), `full_flash` = all-pairs attention through the fused flash kernel "
              "(the cost of a dense layer). Memory = peak RSS growth of the last timed run (small allocations reuse "
