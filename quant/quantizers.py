@@ -149,9 +149,9 @@ def affine_fake_quant(x: Tensor, scale: Tensor, zp: Tensor, qmin: int, qmax: int
 def percentile_range(x: Tensor, pct: float) -> tuple[Tensor, Tensor]:
     """(lower, upper) percentile of all elements of ``x`` (``pct`` = 0 gives min/max), via kthvalue.
 
-    Exact in both paths. When most elements are 0 (aggregated bag-of-words features: a 2708 x 1433 Cora aggregate
-    is ~90 % zeros) the order statistics come from the non-zero elements and the count of zeros
-    (:func:`kth_smallest_with_zeros`), ~10x less work than kthvalue over every element.
+    Exact in both paths. When most elements are 0 (aggregated bag-of-words features, e.g. GIN's 2708 x 1433 Cora
+    aggregate) the order statistics come from the non-zero elements and the count of zeros
+    (:func:`kth_smallest_with_zeros`): about 2x faster than kthvalue over every element at 10 % density.
     """
     flat = x.detach().reshape(-1)
     n = flat.numel()
