@@ -119,7 +119,8 @@ def main() -> None:
             _write(args.out, rows, args.threads, command)  # after every row: a cut-off run keeps what it measured
     result = _write(args.out, rows, args.threads, command)
     n, speedup = result["largest_dense_n"], result["speedup_at_largest_dense_n"]
-    print(f"dense/sparse fwd+bwd speed-up at N={n}: {speedup:.1f}x")
+    if n is not None:  # None when no size was at or under --max-dense
+        print(f"dense/sparse fwd+bwd speed-up at N={n}: {speedup:.1f}x")
 
 
 def _write(out: str, rows: list[dict], threads: int, command: str) -> dict:

@@ -24,18 +24,10 @@ from _common import machine, save_results  # noqa: E402
 
 from distributed.codecs import row_bytes  # noqa: E402
 from gnn.data.loaders import load_dataset  # noqa: E402
-from graphtransformer.cluster import cluster_order, metis_clusters  # noqa: E402
+from graphtransformer.cluster import metis_relabeling  # noqa: E402
 from graphtransformer.model import attention_graph  # noqa: E402
 from graphtransformer.parallel import SequenceParallelConfig, shard_graph  # noqa: E402
 from graphtransformer.volume import dense_forward_bytes, halo_forward_bytes  # noqa: E402
-
-
-def relabel(edge_index: torch.Tensor, num_nodes: int, parts: int) -> torch.Tensor:
-    """Edges with nodes renumbered cluster-major (METIS, ``parts`` clusters)."""
-    order = cluster_order(metis_clusters(edge_index, num_nodes, parts))
-    inverse = torch.empty_like(order)
-    inverse[order] = torch.arange(order.numel())
-    return inverse[edge_index]
 
 
 def layouts(edge_index: torch.Tensor, num_nodes: int, world: int, heads: int, head_dim: int) -> dict:
@@ -68,7 +60,9 @@ def main() -> None:
         data = load_dataset(name).data
         for world in (int(w) for w in args.world_sizes.split(",")):
             for order in ("metis", "dataset"):
-                ei = relabel(data.edge_index, data.num_nodes, world) if order == "metis" else data.edge_index
+                ei = data.edge_index
+                if order == "metis":  # cluster-major, as graphtransformer.train relabels distributed runs
+                    ei = metis_relabeling(ei, data.num_nodes, world)[1][ei]
                 vol = layouts(ei, data.num_nodes, world, args.heads, head_dim)
                 row = {"dataset": name, "num_nodes": data.num_nodes, "num_edges": int(data.edge_index.shape[1]),
                        "world": world, "order": order, "bytes": vol,

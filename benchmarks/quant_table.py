@@ -33,6 +33,7 @@ import torch
 
 from gnn.data.loaders import load_dataset
 from gnn.data.registry import FEATURE_PREPROCESSING
+from gnn.experiment import run_jobs
 from gnn.models import build_model
 from gnn.presets import model_and_train_config, with_overrides
 from gnn.trainer import seed_everything, summarize, train_one
@@ -60,15 +61,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def run_jobs(graph, seeds: list[int]) -> list[tuple[int, int]]:
-    """(seed, split index) of every run: the seeds on split 0 (node tasks), or folds 0..n-1 with seed = fold."""
-    if graph.task != "graph":
-        return [(s, 0) for s in seeds]
-    if len(seeds) > len(graph.splits):
-        raise ValueError(f"{graph.name} has {len(graph.splits)} folds; --seeds {len(seeds)} asks for more")
-    return [(seeds[0] + k, k) for k in range(len(seeds))]
-
-
 def run_cell(graph, arch: str, method: str, target: float, seeds: list[int], epochs: int | None,
              penalty_weight: float = 2.5, dropout: float | None = None, weight_decay: float | None = None) -> dict:
     model_cfg, train_cfg = model_and_train_config(graph, arch)
@@ -76,7 +68,7 @@ def run_cell(graph, arch: str, method: str, target: float, seeds: list[int], epo
     train_cfg = with_overrides(train_cfg, epochs=epochs, weight_decay=weight_decay)
     train_cfg = replace(train_cfg, quant=method, target_bits=target, penalty_weight=penalty_weight)
     runs = []
-    for seed, fold in run_jobs(graph, seeds):
+    for seed, fold in run_jobs(graph, seeds, num_folds=len(seeds)):
         seed_everything(seed)
         model = build_model(model_cfg)
         runs.append(train_one(model, graph, graph.splits[fold], train_cfg, seed=seed, fold=fold, progress=False))

@@ -18,13 +18,21 @@ from gnn.models import ModelConfig, build_model
 from gnn.trainer import SeedResult, TrainConfig, seed_everything, summarize, train_one
 
 
+def run_jobs(graph: GraphData, seeds: list[int], num_folds: int | None = None) -> list[tuple[int, int]]:
+    """(seed, split index) of every run: each seed on split 0 (node tasks), or folds 0..k-1 with seed
+    ``seeds[0] + fold`` (graph tasks; k = ``num_folds``, default every fold)."""
+    if graph.task != "graph":
+        return [(s, 0) for s in seeds]
+    k = len(graph.splits) if num_folds is None else num_folds
+    if k > len(graph.splits):
+        raise ValueError(f"{graph.name} has {len(graph.splits)} folds; {k} were asked for")
+    return [(seeds[0] + fold, fold) for fold in range(k)]
+
+
 def run_experiment(graph: GraphData, model_cfg: ModelConfig, train_cfg: TrainConfig, seeds: list[int],
                    run_dir: Path | None = None, resume: bool = False, progress: bool = True) -> dict:
     """Train one model per seed (node tasks) or per fold, with seed ``seeds[0] + fold`` (graph tasks)."""
-    if graph.task == "graph":
-        jobs = [(seeds[0] + k, k) for k in range(len(graph.splits))]
-    else:
-        jobs = [(s, 0) for s in seeds]
+    jobs = run_jobs(graph, seeds)
     if run_dir:
         run_dir.mkdir(parents=True, exist_ok=True)
         data = {k: graph.info[k] for k in ("features", "split_seed") if k in graph.info}

@@ -88,6 +88,20 @@ def cluster_order(labels: np.ndarray) -> Tensor:
     return torch.from_numpy(np.argsort(labels, kind="stable").astype(np.int64))
 
 
+def inverse_permutation(order: Tensor) -> Tensor:
+    """order[new] = old id -> inverse[old] = new id. Shapes: (N,) int64 -> (N,) int64."""
+    inverse = torch.empty_like(order)
+    inverse[order] = torch.arange(order.numel())
+    return inverse
+
+
+def metis_relabeling(edge_index: Tensor, num_nodes: int, num_clusters: int, seed: int = 0) -> tuple[Tensor, Tensor]:
+    """(order, inverse) of the cluster-major relabelling by METIS clusters: new node i is old node order[i], and
+    old node j becomes inverse[j] (relabel edges with ``inverse[edge_index]``)."""
+    order = cluster_order(metis_clusters(edge_index, num_nodes, num_clusters, seed))
+    return order, inverse_permutation(order)
+
+
 def build_cluster_plan(edge_index: Tensor, num_nodes: int, cfg: ClusterConfig) -> ClusterPlan:
     """Reorder by METIS clusters and split the edges into dense tiles and an edge-list remainder.
 
@@ -95,8 +109,7 @@ def build_cluster_plan(edge_index: Tensor, num_nodes: int, cfg: ClusterConfig) -
     """
     labels = metis_clusters(edge_index, num_nodes, cfg.num_clusters, cfg.seed)
     order = cluster_order(labels)
-    inverse = torch.empty_like(order)
-    inverse[order] = torch.arange(num_nodes)
+    inverse = inverse_permutation(order)
     sizes = np.bincount(labels, minlength=cfg.num_clusters)
     bounds = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     src, dst = inverse[edge_index[0].cpu()], inverse[edge_index[1].cpu()]  # (E,) reordered ids

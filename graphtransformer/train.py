@@ -21,7 +21,7 @@ import torch
 import torch.distributed as dist
 
 from distributed.codecs import CODECS
-from graphtransformer.cluster import cluster_order, metis_clusters
+from graphtransformer.cluster import metis_relabeling
 from graphtransformer.model import GraphTransformer
 from graphtransformer.training import (
     ATTENTION_CHOICES,
@@ -87,9 +87,7 @@ def _parse() -> argparse.Namespace:
 
 def _reorder(data, split, parts: int):
     """Relabel nodes cluster-major (METIS, ``parts`` clusters). Returns new (data, split)."""
-    order = cluster_order(metis_clusters(data.edge_index, data.num_nodes, parts))
-    inverse = torch.empty_like(order)
-    inverse[order] = torch.arange(order.numel())
+    order, inverse = metis_relabeling(data.edge_index, data.num_nodes, parts)
     data = data.clone()
     data.x, data.y, data.edge_index = data.x[order], data.y[order], inverse[data.edge_index]
     return data, replace(split, train=inverse[split.train], val=inverse[split.val], test=inverse[split.test])
