@@ -40,6 +40,7 @@ def _worker(rank: int, fn, world_size: int, port: int, out_dir: str, threads: in
         init_group(rank, world_size, port, master_addr=master_addr)
         result = fn(*args)
         torch.save({"ok": True, "result": result}, Path(out_dir) / f"rank{rank}.pt")
+        dist.barrier()  # no rank tears gloo down while a peer still has asynchronous work in flight
     except BaseException:  # noqa: BLE001 - the parent re-raises it with the child traceback
         torch.save({"ok": False, "error": traceback.format_exc()}, Path(out_dir) / f"rank{rank}.pt")
         raise

@@ -123,6 +123,9 @@ def _worker(rank: int, world: int, port: int, case: EquivalenceCase, out_dir: st
                   "halo_recv_rows": sum(sharded.halo_plan.recv_counts), "rows_per_rank": sharded.rows_per_rank}
         with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
             json.dump(result, f)
+        # No rank tears gloo down while a peer still has work in flight (FSDP2's asynchronous reduce-scatter):
+        # without this, the last rank out intermittently died with "terminate called without an active exception".
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 

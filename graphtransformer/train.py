@@ -172,6 +172,7 @@ def main() -> None:
         out.write_text(json.dumps(result, indent=1))
         print(json.dumps({k: v for k, v in result.items() if k != "config"}, indent=1))
     if distributed:
+        dist.barrier()  # no rank tears gloo down while a peer still has asynchronous work in flight
         dist.destroy_process_group()
 
 
