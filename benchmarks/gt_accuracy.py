@@ -56,8 +56,9 @@ def _stats(accs: list[float]) -> dict:
     return {"mean": statistics.fmean(pct), "std": statistics.stdev(pct) if len(pct) > 1 else 0.0, "n": len(pct)}
 
 
-def run_gcn(graph, seeds: list[int]) -> dict:
+def run_gcn(graph, seeds: list[int], device: str = "cpu") -> dict:
     model_cfg, train_cfg = model_and_train_config(graph, "gcn")
+    train_cfg = replace(train_cfg, device=device)
     t0 = time.perf_counter()
     out = run_experiment(graph, model_cfg, train_cfg, seeds, progress=False)
     return {"test_acc": out["summary"]["test_acc"], "val_acc": out["summary"]["val_acc"],
@@ -66,29 +67,31 @@ def run_gcn(graph, seeds: list[int]) -> dict:
             "seconds": time.perf_counter() - t0}
 
 
-def _gt_seed(name: str, seed: int, cfg: TrainConfig, threads: int, qcfg: QuantConfig | None = None) -> dict:
+def _gt_seed(name: str, seed: int, cfg: TrainConfig, threads: int, qcfg: QuantConfig | None = None,
+             device: str = "cpu") -> dict:
     """One graph-transformer run (a worker process when --jobs > 1); quantization-aware when ``qcfg`` is given."""
     torch.set_num_threads(threads)
     graph = load_dataset(name)
     graph_att, pe = prepare(graph.data, cfg)
     torch.manual_seed(seed)
-    model = GraphTransformer(model_config(cfg, graph.num_features, graph.num_classes))
+    model = GraphTransformer(model_config(cfg, graph.num_features, graph.num_classes)).to(device)
     if qcfg is not None:
         record = train_quantized_seed(model, graph_att, pe, graph.data, graph.splits[0], cfg, seed, qcfg)
     else:
-        record = train_seed(model, graph.data, graph.splits[0], pe, single_process_rows(graph_att), cfg, seed)
+        record = train_seed(model, graph.data, graph.splits[0], pe, single_process_rows(graph_att.to(device)), cfg,
+                            seed)
     print(f"  gt seed {seed}: {record}", flush=True)
     return record
 
 
 def run_gt(name: str, seeds: list[int], cfg: TrainConfig, jobs: int, threads: int,
-           qcfg: QuantConfig | None = None) -> dict:
+           qcfg: QuantConfig | None = None, device: str = "cpu") -> dict:
     if jobs > 1:
         with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
             records = list(pool.map(_gt_seed, [name] * len(seeds), seeds, [cfg] * len(seeds),
                                     [threads] * len(seeds), [qcfg] * len(seeds)))
     else:
-        records = [_gt_seed(name, seed, cfg, threads, qcfg) for seed in seeds]
+        records = [_gt_seed(name, seed, cfg, threads, qcfg, device) for seed in seeds]
     bits = {}
     if qcfg is not None:
         avg = [r["final_avg_bits"] for r in records]
@@ -113,29 +116,36 @@ def main() -> None:
     p.add_argument("--target-bits", type=float, default=QuantConfig.target_bits)
     p.add_argument("--penalty-weight", type=float, default=QuantConfig.penalty_weight)
     p.add_argument("--skip-gcn", action="store_true", help="keep the GCN baseline already in the results file")
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                   help="cuda: GCN and graph transformer both on the GPU, stored as separate rows (keys *_cuda)")
     args = p.parse_args()
+    if args.device == "cuda" and (args.jobs > 1 or args.quant != "none"):
+        raise SystemExit("error: --device cuda runs one job at a time and FP32 only; drop --jobs / --quant")
     torch.set_num_threads(args.threads)
     cfg = replace(GT_CONFIG, attention=args.attention, epochs=args.epochs)
     qcfg = None
     if args.quant != "none":
         cfg = replace(cfg, patience=args.epochs)
         qcfg = QuantConfig(method=args.quant, target_bits=args.target_bits, penalty_weight=args.penalty_weight)
-    key = f"gt_{args.attention}" + (f"_{args.quant}_t{args.target_bits:g}" if qcfg else "")
+    suffix = "_cuda" if args.device == "cuda" else ""
+    key = f"gt_{args.attention}" + (f"_{args.quant}_t{args.target_bits:g}" if qcfg else "") + suffix
+    gcn_key = "gcn" + suffix
     seeds = list(range(args.seeds))
     result = load_results("gt_accuracy")
     result.setdefault("datasets", {})
     for name in args.datasets.split(","):
         graph = load_dataset(name)
         previous = result["datasets"].get(name, {})
-        if args.skip_gcn and "gcn" in previous:
-            gcn = previous["gcn"]
+        if args.skip_gcn and gcn_key in previous:
+            gcn = previous[gcn_key]
         else:
             print(f"{name}: gcn baseline", flush=True)
-            gcn = run_gcn(graph, seeds)
+            gcn = run_gcn(graph, seeds, args.device)
         print(f"{name}: graph transformer ({key})", flush=True)
-        gt = run_gt(name, seeds, cfg, args.jobs, args.threads, qcfg)
+        gt = run_gt(name, seeds, cfg, args.jobs, args.threads, qcfg, args.device)
         gt["command"] = " ".join(sys.argv)
-        entry = {"gcn": gcn, key: gt}
+        gt["device"] = machine()["cuda"] if args.device == "cuda" else "cpu"
+        entry = {gcn_key: gcn, key: gt}
         if not qcfg:
             entry["gap_pts"] = gt["test_acc"]["mean"] - gcn["test_acc"]["mean"]
         result["datasets"].setdefault(name, {}).update(entry)

@@ -139,21 +139,25 @@ def render_gt_accuracy(res: dict) -> list[str]:
     lines = ["## Graph transformer accuracy (validation-selected test accuracy, %)", "",
              f"File: `benchmarks/results/gt_accuracy.json`; last command: `python {res.get('command', '')}` "
              "(rows with their own command name it).", "",
+             "Rows ending in `_cuda` ran GCN and the graph transformer on the GPU named in the device column, "
+             "against the GCN of that same run.", "",
              "| dataset | GCN (gnn/, FP32) | graph transformer | test acc | avg feature bits (no sign) | "
              "gap to GCN (pt) "
-             "| seeds | command |", "|---|---|---|---|---|---|---|---|"]
+             "| seeds | device | command |", "|---|---|---|---|---|---|---|---|---|"]
     for name, d in res.get("datasets", {}).items():
         base = d.get("gt_interleaved", {}).get("config", {})
         for key, gt in d.items():
             if not key.startswith("gt_"):
                 continue
+            gcn = d["gcn_cuda" if key.endswith("_cuda") else "gcn"]
             bits = gt.get("final_avg_bits", {}).get("mean")
-            gap = gt["test_acc"]["mean"] - d["gcn"]["test_acc"]["mean"]
+            gap = gt["test_acc"]["mean"] - gcn["test_acc"]["mean"]
             cfg = {"ffn_ratio": 2, **gt.get("config", {})}  # files written before ffn_ratio existed had FFN width 2
             differs = [f"{k}={cfg[k]}" for k in sorted(base) if k in cfg and cfg[k] != base[k]]
             variant = key[3:] + (f" (config differs: {', '.join(differs)})" if differs else "")
-            lines.append(f"| {name} | {_pm(d['gcn']['test_acc'])} | {variant} | {_pm(gt['test_acc'])} | "
+            lines.append(f"| {name} | {_pm(gcn['test_acc'])} | {variant} | {_pm(gt['test_acc'])} | "
                          f"{'32 (FP32)' if bits is None else f'{bits:.2f}'} | {gap:+.2f} | {gt['test_acc']['n']} | "
+                         f"{gt.get('device', 'cpu')} | "
                          f"{'`' + gt['command'] + '`' if gt.get('command') else '-'} |")
     return lines + [""]
 

@@ -5,7 +5,7 @@ partial results over disjoint key sets merge exactly (:func:`merge_attention`, t
 without any key get ``out = 0`` and ``lse = -inf``; every kernel and the merge are NaN-free for them, in value and
 in gradient.
 
-Kernels (single device, CPU autograd):
+Kernels (single device; CPU and CUDA autograd):
 
 * :func:`dense_attention`: explicit softmax over all key columns, optional boolean mask (``mask[i, j]``: query i
   may attend key j). O(Nq * Nk) memory.
@@ -62,7 +62,8 @@ def dense_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
 
 
 def flash_dense_attention(q: Tensor, k: Tensor, v: Tensor, scale: float | None = None) -> tuple[Tensor, Tensor]:
-    """All-pairs attention (no mask) through PyTorch's fused CPU flash kernel, which also returns the lse.
+    """All-pairs attention (no mask) through PyTorch's fused kernels, which also return the lse: the CPU flash
+    kernel, or on CUDA the memory-efficient kernel (any float dtype, head dims that are not multiples of 8).
 
     Same result as ``dense_attention(q, k, v)`` without the (H, Nq, Nk) intermediates (~5x faster on CPU).
     Gradients flow through ``out`` only: the returned lse is detached (use :func:`dense_attention` where a
@@ -70,9 +71,14 @@ def flash_dense_attention(q: Tensor, k: Tensor, v: Tensor, scale: float | None =
 
     Shapes: q (H, Nq, D), k and v (H, Nk, D) -> out (H, Nq, D), lse (H, Nq).
     """
-    op = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
-    out, lse = op(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), scale=scale)[:2]  # (1, H, Nq, D), (1, H, Nq)
-    return out[0], lse[0].detach()
+    q4, k4, v4 = q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0)  # (1, H, N, D)
+    if q.is_cuda:
+        op = torch.ops.aten._scaled_dot_product_efficient_attention
+        out, lse = op(q4, k4, v4, None, True, scale=scale)[:2]  # lse (1, H, >= Nq): rows padded to its tile
+    else:
+        op = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+        out, lse = op(q4, k4, v4, scale=scale)[:2]  # (1, H, Nq, D), (1, H, Nq)
+    return out[0], lse[0, :, : q.shape[1]].detach()
 
 
 def sparse_attention(q: Tensor, k: Tensor, v: Tensor, edge_index: Tensor,

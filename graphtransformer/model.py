@@ -11,7 +11,10 @@ Dual-interleaved attention (TorchGT, SC'24) done as stated, not as released:
   switches; :func:`layer_kinds` is a pure function of ``step`` and is tested to alternate.
 
 Kinds: ``dense`` = all-pairs softmax over every node (TorchGT "full"), ``sparse`` = topology attention over the
-edges (+ self loops), ``cluster`` = the same topology attention computed with cluster-blocked tiles.
+edges (+ self loops, :mod:`graphtransformer.edge_attention`: nothing per edge kept for the backward pass),
+``cluster`` = the same topology attention computed with cluster-blocked tiles, ``flex`` = the same through
+FlexAttention block-sparse tiles (:mod:`graphtransformer.flex`; fused on a GPU). Across ranks the topology kinds all
+run edge-wise (:mod:`graphtransformer.parallel`).
 
 Input scale. Node features enter through a Glorot-initialised projection; the structural embeddings (degree,
 positional encoding) start small (std 0.02, as Graphormer/BERT embeddings). With an N(0, 1) degree embedding (the
@@ -38,9 +41,11 @@ from gnn.conv.linear import Linear
 from gnn.conv.quant_point import QuantPoint
 from graphtransformer.attention import flash_dense_attention, sparse_attention
 from graphtransformer.cluster import ClusterConfig, ClusterPlan, build_cluster_plan, cluster_blocked_attention
+from graphtransformer.edge_attention import fused_sparse_attention
+from graphtransformer.flex import FlexConfig, FlexPlan, build_flex_plan, flex_graph_attention
 from graphtransformer.positional import degree_index
 
-ATTENTION_KINDS = ("dense", "sparse", "cluster")
+ATTENTION_KINDS = ("dense", "sparse", "cluster", "flex")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,17 +104,24 @@ class AttentionGraph:
     edge_index: Tensor  # (2, E + N) coalesced, one self loop per node
     degree: Tensor  # (N,) int64 clipped in-degree (without self loops)
     plan: ClusterPlan | None = None  # for the "cluster" kernel
+    flex: FlexPlan | None = None  # for the "flex" kernel
+
+    def to(self, device) -> AttentionGraph:
+        """The same graph with its tensors (and the flex plan) on ``device``; the cluster plan moves per call."""
+        flex = None if self.flex is None else self.flex.to(device)
+        return AttentionGraph(self.num_nodes, self.edge_index.to(device), self.degree.to(device), self.plan, flex)
 
 
 def attention_graph(edge_index: Tensor, num_nodes: int, *, max_degree: int = 64,
-                    cluster: ClusterConfig | None = None) -> AttentionGraph:
+                    cluster: ClusterConfig | None = None, flex: FlexConfig | None = None) -> AttentionGraph:
     """Coalesce, replace self loops by exactly one per node (TorchGT's sparse-attention condition: every node
-    attends itself), and precompute degrees and the optional cluster plan."""
-    loops = torch.arange(num_nodes).repeat(2, 1)
+    attends itself), and precompute degrees and the optional cluster and flex plans (on edge_index's device)."""
+    loops = torch.arange(num_nodes, device=edge_index.device).repeat(2, 1)
     ei = torch.cat([edge_index[:, edge_index[0] != edge_index[1]], loops], dim=1)
     ei = torch.unique(ei, dim=1)  # sorted by (src, dst), duplicates dropped
     plan = build_cluster_plan(ei, num_nodes, cluster) if cluster is not None else None
-    return AttentionGraph(num_nodes, ei, degree_index(edge_index, num_nodes, max_degree), plan)
+    flex_plan = build_flex_plan(ei, num_nodes, flex) if flex is not None else None
+    return AttentionGraph(num_nodes, ei, degree_index(edge_index, num_nodes, max_degree), plan, flex_plan)
 
 
 class AttentionCore(nn.Module):
@@ -128,11 +140,17 @@ class AttentionCore(nn.Module):
             return flash_dense_attention(q, k, v)[0]
         if kind == "sparse":
             p = self.attn_dropout if self.training else 0.0
-            return sparse_attention(q, k, v, graph.edge_index.to(q.device), dropout_p=p)[0]
+            if p > 0.0:  # attention dropout needs the per-edge weights kept for the backward pass
+                return sparse_attention(q, k, v, graph.edge_index.to(q.device), dropout_p=p)[0]
+            return fused_sparse_attention(q, k, v, graph.edge_index)[0]  # recomputes per-edge terms in backward
         if kind == "cluster":
             if graph.plan is None:
                 raise ValueError("AttentionCore: kind 'cluster' needs attention_graph(..., cluster=ClusterConfig())")
             return cluster_blocked_attention(q, k, v, graph.plan)[0]
+        if kind == "flex":
+            if graph.flex is None:
+                raise ValueError("AttentionCore: kind 'flex' needs attention_graph(..., flex=FlexConfig())")
+            return flex_graph_attention(q, k, v, graph.flex)[0]
         raise ValueError(f"AttentionCore: unknown kind {kind!r}; valid: {ATTENTION_KINDS}")
 
 

@@ -81,5 +81,5 @@ def random_walk_pe(edge_index: Tensor, num_nodes: int, k: int) -> Tensor:
 
 def random_sign_flip(pe: Tensor, generator: torch.Generator | None = None) -> Tensor:
     """Flip the sign of each eigenvector column at random (training augmentation for Laplacian PE). (N, k)."""
-    signs = torch.randint(0, 2, (pe.shape[1],), generator=generator).to(pe.dtype) * 2 - 1
+    signs = torch.randint(0, 2, (pe.shape[1],), generator=generator).to(pe.device, pe.dtype) * 2 - 1
     return pe * signs

@@ -81,6 +81,8 @@ def _parse() -> argparse.Namespace:
                    help="average feature bits (a2q, degree-aware)")
     p.add_argument("--penalty-weight", type=float, default=QuantConfig.penalty_weight,
                    help="a of the memory penalty a*relu(M-M_t)^2")
+    p.add_argument("--device", default="cpu",
+                   help="cpu or cuda[:i] (single process; distributed runs are gloo ranks on CPU)")
     p.add_argument("--out", default=None, help="results JSON (default runs/gt_<dataset>_<attention>.json)")
     return p.parse_args()
 
@@ -128,6 +130,12 @@ def main() -> None:
                       max_degree=args.max_degree, lr=args.lr, weight_decay=args.weight_decay,
                       optimizer=args.optimizer, epochs=args.epochs, patience=_patience(args))
     distributed = args.cp * args.hp > 1 or int(os.environ.get("WORLD_SIZE", "1")) > 1
+    device = torch.device(args.device)
+    if device.type != "cpu" and (distributed or args.quant != "none"):
+        raise SystemExit(f"error: --device {args.device} runs plain single-process training only; distributed "
+                         "ranks (gloo) and quantization-aware training run on CPU: drop --device or --cp/--hp/--quant")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("error: --device cuda but PyTorch sees no CUDA device; use --device cpu")
     if distributed and args.quant != "none":
         raise SystemExit("error: --quant runs single-process only (per-node quantizer tables are indexed by global "
                          "node id); drop --quant or run with python -m graphtransformer.train and --cp 1 --hp 1")
@@ -146,11 +154,12 @@ def main() -> None:
 
         rows, mesh, sp = _distributed_rows(graph, args)
     else:
+        graph = graph.to(device)
         rows = single_process_rows(graph)
     records = []
     for seed in range(args.seeds):
         torch.manual_seed(seed)
-        model = GraphTransformer(model_config(cfg, gd.num_features, gd.num_classes))
+        model = GraphTransformer(model_config(cfg, gd.num_features, gd.num_classes)).to(device)
         if distributed:
             broadcast_parameters(model)  # before FSDP2 shards them
             model = parallelize_graph_transformer(model, mesh, sp)
@@ -161,7 +170,8 @@ def main() -> None:
             records.append(train_quantized_seed(model, graph, pe, data, split, cfg, seed, qcfg))
         else:
             records.append(train_seed(model, data, split, pe, rows, cfg, seed))
-    result = {"dataset": args.dataset, "config": asdict(cfg), "schedule": list(cfg.schedule()), "quant": args.quant,
+    result = {"dataset": args.dataset, "device": str(device), "config": asdict(cfg), "schedule": list(cfg.schedule()),
+              "quant": args.quant,
               "cp": args.cp, "hp": args.hp, "halo_codec": args.halo_codec,
               "halo_grad_codec": args.halo_grad_codec or args.halo_codec,
               "world_size": dist.get_world_size() if distributed else 1,

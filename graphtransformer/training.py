@@ -22,10 +22,11 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from graphtransformer.cluster import ClusterConfig
+from graphtransformer.flex import FlexConfig
 from graphtransformer.model import GraphTransformer, GraphTransformerConfig, attention_graph, interleaved_schedule
 from graphtransformer.positional import laplacian_pe, random_sign_flip, random_walk_pe
 
-ATTENTION_CHOICES = ("interleaved", "sparse", "dense", "cluster")
+ATTENTION_CHOICES = ("interleaved", "sparse", "dense", "cluster", "flex")
 OPTIMIZERS = ("adam", "adamw")  # adam: L2 weight decay in the gradient (the gnn/ GCN protocol); adamw: decoupled
 PE_CHOICES = ("laplacian", "random-walk", "none")
 
@@ -92,10 +93,13 @@ def single_process_rows(graph) -> Rows:
 
 
 def prepare(data, cfg: TrainConfig):
-    """(attention graph, positional encoding (N, pe_dim) float32) for a PyG Data object."""
+    """(attention graph, positional encoding (N, pe_dim) float32) for a PyG Data object. The cluster and flex
+    plans are built when a layer uses them (flex: METIS clusters of about one FlexAttention block each)."""
     n = data.num_nodes
-    cluster = ClusterConfig(num_clusters=cfg.num_clusters) if cfg.attention == "cluster" else None
-    graph = attention_graph(data.edge_index, n, cluster=cluster)
+    kinds = set(cfg.schedule())
+    cluster = ClusterConfig(num_clusters=cfg.num_clusters) if "cluster" in kinds else None
+    flex = FlexConfig(num_clusters=max(1, n // FlexConfig().block_size)) if "flex" in kinds else None
+    graph = attention_graph(data.edge_index, n, cluster=cluster, flex=flex)
     if cfg.pe == "laplacian":
         pe = laplacian_pe(data.edge_index, n, cfg.pe_dim)
     elif cfg.pe == "random-walk":
@@ -166,9 +170,11 @@ def train_seed(model: GraphTransformer, data, split, pe: Tensor, rows: Rows, cfg
     :func:`make_optimizer`. ``penalty``: an extra loss term (the quantization memory penalty).
     """
     n = data.num_nodes
-    x, y = node_features(data.x, rows), rows.shard(data.y)
-    train_local = rows.shard(_mask(split.train, n))
-    masks = {"val": _mask(split.val, n), "test": _mask(split.test, n)}
+    device = next(model.parameters()).device  # the data follow the model (a GPU for single-process training)
+    x, y, labels = node_features(data.x, rows).to(device), rows.shard(data.y).to(device), data.y.to(device)
+    train_local = rows.shard(_mask(split.train, n)).to(device)
+    masks = {"val": _mask(split.val, n).to(device), "test": _mask(split.test, n).to(device)}
+    pe = pe.to(device)
     opt = opt or make_optimizer(model, cfg)
     gen = torch.Generator().manual_seed(seed)
     best = {"val_acc": -1.0, "val_loss": math.inf}
@@ -184,7 +190,7 @@ def train_seed(model: GraphTransformer, data, split, pe: Tensor, rows: Rows, cfg
         loss.backward()
         rows.sync(model)
         opt.step()
-        ev = evaluate(model, x, data.y, pe, rows, masks)
+        ev = evaluate(model, x, labels, pe, rows, masks)
         (val_acc, val_loss), (test_acc, _) = ev["val"], ev["test"]
         if is_better(val_acc, val_loss, best):
             best = {"epoch": epoch, "val_acc": val_acc, "val_loss": val_loss, "test_acc": test_acc,

@@ -1,10 +1,16 @@
-"""Shared fixtures of the graph transformer tests."""
+"""Shared fixtures of the graph transformer tests (and ``gt_reference`` on sys.path for the kernel tests)."""
+
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 from torch_geometric.data import Data
 
 from gnn.data.splits import Split
+
+if str(Path(__file__).parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).parent))
 
 
 def _bag_of_words(n=240, vocab=600, classes=4, words=8, seed=0):
