@@ -17,8 +17,8 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | 
 $PY -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name(0))" | tee -a "$OUT/gpu_device.txt"
 
 phase "gpu tests"
-timeout "${T_TESTS:-110}" $PY -m pytest -q -m gpu tests/graphtransformer/test_gpu.py -x \
-    2>&1 | tail -25 | tee "$OUT/gpu_tests.log"
+timeout "${T_TESTS:-110}" $PY -m pytest -q -m gpu tests/graphtransformer/test_gpu.py --tb=short \
+    2>&1 | tail -40 | tee "$OUT/gpu_tests.log"
 
 phase "largest graph that trains"
 timeout "${T_MAX:-100}" $PY benchmarks/gt_max_nodes.py --device cuda --deadline-s "${D_MAX:-70}" \
@@ -26,14 +26,14 @@ timeout "${T_MAX:-100}" $PY benchmarks/gt_max_nodes.py --device cuda --deadline-
     --out "$OUT/gt_max_nodes.json"
 
 phase "attention kernels"
-timeout "${T_ATT:-190}" $PY benchmarks/gt_attention.py --device cuda --repeats 3 --deadline-s "${D_ATT:-150}" \
+timeout "${T_ATT:-170}" $PY benchmarks/gt_attention.py --device cuda --repeats 3 --deadline-s "${D_ATT:-130}" \
     --sizes "${ATT_SIZES:-4096,16384,65536,262144,1048576}" --max-dense 16384 --max-flash 262144 \
     --max-cluster 65536 --max-flex 1048576 --flex-min-edges 32,1 --out "$OUT/gt_attention_cuda.json" 2>&1 \
     | grep -v Warning
 
 phase "accuracy on the GPU"
 if [ -n "${GNN_DATA_ROOT:-}" ]; then
-    timeout "${T_ACC:-120}" $PY benchmarks/gt_accuracy.py --device cuda --datasets amazon-computers,coauthor-cs \
+    timeout "${T_ACC:-100}" $PY benchmarks/gt_accuracy.py --device cuda --datasets amazon-computers,coauthor-cs \
         --seeds 5 --threads 8 2>&1 | grep -v "gt seed"
     cp benchmarks/results/gt_accuracy.json "$OUT/gt_accuracy_cuda_run.json" 2>/dev/null
 else
