@@ -315,20 +315,34 @@ def render_gt_comm_bytes(res: dict) -> list[str]:
     return lines + [""]
 
 
-def render_gt_attention(res: dict) -> list[str]:
+def render_gt_attention(res: dict, name: str = "gt_attention") -> list[str]:
     default = res.get("command", "python benchmarks/gt_attention.py")
     commands = dict.fromkeys(r.get("command", default) for r in res.get("rows", []))
-    lines = ["## Graph transformer: attention kernels, forward + backward against sequence length", "",
-             "File: `benchmarks/results/gt_attention.json`; commands: " + "; ".join(f"`{c}`" for c in commands)
+    gpu = res.get("device", "cpu") != "cpu"
+    memory = ("GPU memory = peak allocation during a timed step above what was allocated before it. `sparse_fused` = "
+              "the edge-list kernel with recompute backward; `flex` = FlexAttention block-sparse tiles in METIS order "
+              "(tiles with >= 32 edges; the rest of the edges through the edge list; setup = METIS + plan), "
+              "`flex_m1` = every edge in a tile; `cluster` = the CPU-era tile loop (one dense product per tile)."
+              if gpu else "Memory = peak RSS growth of the last timed run (small allocations reuse freed heap and "
+              "read as ~0).")
+    lines = [f"## Graph transformer: attention kernels, forward + backward against sequence length"
+             f"{' (GPU)' if gpu else ''}", "",
+             f"File: `benchmarks/results/{name}.json`; commands: " + "; ".join(f"`{c}`" for c in commands)
              + f". {res.get('heads')} heads x {res.get('head_dim')}, {res.get('dtype')}, "
-             f"{res.get('threads')} thread(s), device: {res.get('device', 'cpu')}. `dense` = explicit softmax with the "
+             + (f"torch {res.get('torch')}, " if gpu else f"{res.get('threads')} thread(s), ")
+             + f"device: {res.get('device', 'cpu')}. `dense` = explicit softmax with the "
              "graph mask (same result as sparse), `full_flash` = all-pairs attention through the fused flash kernel "
-             "(the cost of a dense layer). Memory = peak RSS growth of the last timed run (small allocations reuse "
-             "freed heap and read as ~0).", "",
-             "| nodes | edges | kernel | fwd+bwd ms | peak RSS growth MiB |", "|---|---|---|---|---|"]
+             f"(the cost of a dense layer). {memory}", "",
+             f"| nodes | edges | kernel | fwd+bwd ms | {'peak GPU MiB' if gpu else 'peak RSS growth MiB'} | "
+             "setup s | edges in tiles |", "|---|---|---|---|---|---|---|"]
     for r in sorted(res.get("rows", []), key=lambda r: (r["num_nodes"], r["kernel"])):
-        lines.append(f"| {r['num_nodes']} | {r['num_edges']} | {r['kernel']} | {r['fwd_bwd_ms']:.1f} | "
-                     f"{r['peak_rss_growth_mib']:.1f} |")
+        mem = r.get("peak_mem_mib", r.get("peak_rss_growth_mib"))
+        share = r.get("tile_edge_fraction", r.get("dense_edge_fraction"))
+        time_cell = r.get("error") or f"{r['fwd_bwd_ms']:.1f}"
+        setup = r.get("setup_s")
+        lines.append(f"| {r['num_nodes']} | {r['num_edges']} | {r['kernel']} | {time_cell} | "
+                     f"{'-' if mem is None else f'{mem:.1f}'} | {'-' if setup is None else f'{setup:.1f}'} | "
+                     f"{'-' if share is None else f'{share:.2f}'} |")
     for key, label in (("dense_over_sparse_speedup", "Masked dense / sparse time"),
                        ("full_flash_over_sparse_speedup", "All-pairs flash / sparse time")):
         speed = res.get(key, {})
@@ -338,13 +352,35 @@ def render_gt_attention(res: dict) -> list[str]:
     return lines + [""]
 
 
+def render_gt_max_nodes(res: dict) -> list[str]:
+    model = res.get("model", {})
+    lines = ["## Graph transformer: largest graph whose training step fits on one device", "",
+             f"File: `benchmarks/results/gt_max_nodes.json`; command: `{res.get('command', '')}`. Device: "
+             f"{res.get('device')} (torch {res.get('torch')}). Model: {model.get('layers')} layers of the named kind, "
+             f"hidden {model.get('hidden')}, {model.get('heads')} heads, FFN ratio {model.get('ffn_ratio')}, "
+             f"{model.get('features')} dense input features, {model.get('classes')} classes; one step = forward, "
+             "cross-entropy over all nodes, backward, Adam, fp32. Graph: the community graph of gt_attention "
+             "(average degree ~11 with self loops). Sizes stop at the first out-of-memory.", "",
+             "| kind | nodes | edges | step ms | peak GPU GiB |", "|---|---|---|---|---|"]
+    for r in res.get("rows", []):
+        if "error" in r:
+            lines.append(f"| {r['kind']} | {r['num_nodes']} | - | {r['error']} | - |")
+        else:
+            lines.append(f"| {r['kind']} | {r['num_nodes']} | {r['num_edges']} | {r['step_ms']:.0f} | "
+                         f"{r['peak_mem_gib']:.1f} |")
+    largest = ", ".join(f"{k}: {v:,} nodes" for k, v in res.get("largest_trained", {}).items() if v)
+    return lines + ["", f"Largest that trains: {largest}.", ""]
+
+
 RENDERERS = {"hw_ablation": render_hw_ablation, "dist_accuracy": render_dist_accuracy,
              "dist_quant_accuracy": render_dist_quant_accuracy, "dist_time": render_dist_time,
              "dist_bytes": render_dist_bytes, "hw_sim": render_hw_sim,
              "fp32_accuracy": render_fp32, "train_speed": render_speed, "quant_table": render_quant,
              "quant_speed": render_quant_speed,
              "gt_accuracy": render_gt_accuracy, "gt_halo_codec": render_gt_halo_codec,
-             "gt_comm_bytes": render_gt_comm_bytes, "gt_attention": render_gt_attention}
+             "gt_comm_bytes": render_gt_comm_bytes, "gt_attention": render_gt_attention,
+             "gt_attention_cuda": lambda r: render_gt_attention(r, "gt_attention_cuda"),
+             "gt_max_nodes": render_gt_max_nodes}
 
 
 def render_other(name: str, res: dict) -> list[str]:

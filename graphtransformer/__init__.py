@@ -3,8 +3,10 @@ dual-interleaved schedules, and sequence parallelism (Ulysses, ring, 2D) (`-m gr
 
 Layout (one idea per file):
 
-* ``attention.py``  kernels returning ``(out, lse)``: dense (explicit masked softmax), fused CPU flash (all-pairs),
-  edge-list sparse; the LSE merge.
+* ``attention.py``  kernels returning ``(out, lse)``: dense (explicit masked softmax), fused flash (all-pairs, CPU
+  and CUDA), edge-list sparse (plain autograd); the LSE merge.
+* ``edge_attention.py`` edge-list sparse with recompute backward (no per-edge tensor kept).
+* ``flex.py``       FlexAttention block-sparse topology attention (METIS order, bitmask per tile, LSE merge).
 * ``cluster.py``    METIS reordering + dense tiles for dense cluster pairs + edge-list remainder (exact topology).
 * ``positional.py`` degree index, Laplacian eigenvector PE, random-walk PE.
 * ``model.py``      single-device reference model; per-layer schedule and per-step dense switching.
@@ -15,6 +17,10 @@ Layout (one idea per file):
 * ``equivalence.py`` spawn-based check that a layout equals the single-process model (outputs and gradients).
 * ``training.py`` / ``train.py``  full-graph node classification, single process or ``torchrun``.
 
-Not yet: GPU kernels (FlexAttention block-sparse), a distributed global token, attention dropout in the
+GPU: ``edge_attention.py`` (edge-list softmax with recompute backward, the ``sparse`` kind on every device) and
+``flex.py`` (FlexAttention block-sparse tiles with the graph's bitmask, the ``flex`` kind); single-process training
+takes ``--device cuda``.
+
+Not yet: a distributed global token, attention dropout in the
 distributed kernels, quantized sequence-parallel training.
 """
