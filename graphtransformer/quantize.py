@@ -74,10 +74,11 @@ def quant_optimizer(qmodel: nn.Module, cfg, lr: float, weight_decay: float) -> t
 
 
 def train_quantized_seed(model: GraphTransformer, graph: AttentionGraph, pe: Tensor | None, data, split, cfg,
-                         seed: int, qcfg) -> dict:
+                         seed: int, qcfg, export_to: str | None = None, dataset: str = "") -> dict:
     """One seed of single-process quantization-aware training (``cfg``: graphtransformer.training.TrainConfig,
     ``qcfg``: quant.config.QuantConfig); the record of ``train_seed`` gains the average feature bits (without /
-    with the sign bit) of the model after the last epoch."""
+    with the sign bit) of the model after the last epoch. ``export_to``: write that final model's quantized tensors
+    there (:func:`quant.export_transformer.export_graph_transformer`)."""
     from graphtransformer.training import single_process_rows, train_seed
     from quant.api import quant_summary
 
@@ -88,4 +89,9 @@ def train_quantized_seed(model: GraphTransformer, graph: AttentionGraph, pe: Ten
     summary = quant_summary(qmodel)
     record["final_avg_bits"] = summary.get("avg_bits")
     record["final_avg_bits_with_sign"] = summary.get("avg_bits_with_sign")
+    if export_to:
+        from quant.export_transformer import export_graph_transformer
+
+        record["export"] = str(export_graph_transformer(qmodel, data, export_to, dataset=dataset,
+                                                        provenance={"seed": seed, "weights": "final epoch"}))
     return record

@@ -81,6 +81,8 @@ def _parse() -> argparse.Namespace:
                    help="average feature bits (a2q, degree-aware)")
     p.add_argument("--penalty-weight", type=float, default=QuantConfig.penalty_weight,
                    help="a of the memory penalty a*relu(M-M_t)^2")
+    p.add_argument("--export", default=None, metavar="PATH",
+                   help="with --quant a2q|degree-aware: write the last seed's final model as a .qgraph export")
     p.add_argument("--device", default="cpu",
                    help="cpu or cuda[:i] (single process; distributed runs are gloo ranks on CPU)")
     p.add_argument("--out", default=None, help="results JSON (default runs/gt_<dataset>_<attention>.json)")
@@ -130,6 +132,10 @@ def main() -> None:
                       max_degree=args.max_degree, lr=args.lr, weight_decay=args.weight_decay,
                       optimizer=args.optimizer, epochs=args.epochs, patience=_patience(args))
     distributed = args.cp * args.hp > 1 or int(os.environ.get("WORLD_SIZE", "1")) > 1
+    if args.export and args.quant not in ("a2q", "degree-aware"):
+        raise SystemExit("error: --export writes learned bitwidths; add --quant a2q or --quant degree-aware")
+    if args.export and Path(args.export).exists():
+        raise SystemExit(f"error: --export {args.export} exists; remove it or choose another path")
     device = torch.device(args.device)
     if device.type != "cpu" and (distributed or args.quant != "none"):
         raise SystemExit(f"error: --device {args.device} runs plain single-process training only; distributed "
@@ -167,7 +173,9 @@ def main() -> None:
             from graphtransformer.quantize import train_quantized_seed
 
             qcfg = QuantConfig(method=args.quant, target_bits=args.target_bits, penalty_weight=args.penalty_weight)
-            records.append(train_quantized_seed(model, graph, pe, data, split, cfg, seed, qcfg))
+            last = seed == args.seeds - 1
+            records.append(train_quantized_seed(model, graph, pe, data, split, cfg, seed, qcfg,
+                                                export_to=args.export if last else None, dataset=args.dataset))
         else:
             records.append(train_seed(model, data, split, pe, rows, cfg, seed))
     result = {"dataset": args.dataset, "device": str(device), "config": asdict(cfg), "schedule": list(cfg.schedule()),

@@ -1,5 +1,8 @@
 """``python -m hw.simulate <export-or-dataset> --arch mega|hygcn|gcnax [--config my_arch.toml]``.
 
+A graph-transformer export (``quant.export_transformer``) is reported tensor by tensor instead: DRAM bytes per
+layout and decoder cycles (``hw.tensor_traffic``).
+
 Builds the workload (a quantized export path, or a dataset / synthetic name: cora, citeseer, pubmed,
 amazon-computers, coauthor-cs, rmat-<scale>, sbm-<nodes>; dataset bitwidths follow hw/workload.py's degree rule),
 simulates it, runs the functional check, prints a summary table and writes ``<out>/<name>_<arch>.json`` + ``.png``.
@@ -50,6 +53,21 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--no-check", action="store_true", help="skip the functional check")
     args = p.parse_args(argv)
     cfg = load_config(args.config, base=args.arch) if args.config else preset(args.arch)
+    if Path(args.workload).exists():
+        from quant.export import load
+
+        q = load(args.workload)
+        if q.is_graph_transformer:  # tensors only: memory and decoder traffic, no GCN layer to simulate
+            from hw.tensor_traffic import feature_traffic, format_rows
+
+            rows = feature_traffic(q)
+            print(f"graph-transformer export {args.workload}: node tensors through DRAM and the Adaptive-Package "
+                  "decoder (attention layers are not GCN layers; no layer simulation)")
+            print(format_rows(rows))
+            out = Path(args.out)
+            out.mkdir(parents=True, exist_ok=True)
+            (out / f"hw_tensors_{Path(args.workload).stem}.json").write_text(json.dumps(rows, indent=1))
+            return {"tensors": rows}
     wl = (workload_from_export(args.workload) if Path(args.workload).exists()
           else workload_from_graph(args.workload, hidden=args.hidden, order=args.order))
     result = run_simulation(wl, cfg, check=not args.no_check)

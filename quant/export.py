@@ -1,5 +1,7 @@
 """Accelerator export of a trained quantized GCN: ``python -m quant.export --run <run_dir> --out cora_gcn.qgraph``.
 
+(Quantized graph transformers export their tensors in the same format: :mod:`quant.export_transformer`.)
+
 Format: a directory ``<name>.qgraph/`` holding ``manifest.json`` and one ``.npy`` file per array. The manifest has
 ``format`` ("qgraph"), ``schema_version``, ``model``, ``dataset``, ``provenance`` (git commit, command, UTC time,
 checkpoint SHA-256), ``integer_path`` (fixed-point formats), ``layers`` (per layer: dims, schemes, bitwidths),
@@ -201,8 +203,17 @@ class QGraph:
                               f"(e.g. {', '.join(sorted(self.arrays)[:5])})")
         return self.arrays[name]
 
+    @property
+    def is_graph_transformer(self) -> bool:
+        """A graph-transformer export (:mod:`quant.export_transformer`): quantized tensors, no integer path."""
+        return _is_transformer(self.manifest)
+
     def to_quantized_gcn(self) -> QuantizedGCN:
         """The integer model the arrays describe (:class:`quant.integer_gnn.QuantizedGCN`)."""
+        if self.is_graph_transformer:
+            raise ExportError(f"{self.path}: a graph-transformer export carries quantized tensors, not a GCN "
+                              "integer path; read its tensors with quant.export_transformer.point_streams or "
+                              "hw.tensor_traffic")
         ip, layers = self.manifest["integer_path"], []
         num = len(self.manifest["layers"])
         for li, meta in enumerate(self.manifest["layers"]):
@@ -221,7 +232,12 @@ class QGraph:
 
     def verify(self) -> None:
         """Recompute the integer path and decode both packed layouts; raise ExportError naming the first array
-        that disagrees (a consumer's bit-exactness check)."""
+        that disagrees (a consumer's bit-exactness check). Graph-transformer exports: decode every packed tensor."""
+        if self.is_graph_transformer:
+            from quant.export_transformer import verify
+
+            verify(self)
+            return
         model = self.to_quantized_gcn()
         graph = gcn_graph(self["graph.edge_index"], model.x_codes.shape[0])
         h = model.x_codes
@@ -286,7 +302,16 @@ def load(path: Path | str) -> QGraph:
     return QGraph(path=path, manifest=manifest, arrays=arrays)
 
 
+def _is_transformer(manifest: dict) -> bool:
+    model = manifest.get("model")
+    return isinstance(model, dict) and model.get("arch") == "graph-transformer"
+
+
 def _required(manifest: dict) -> list[str]:
+    if _is_transformer(manifest):
+        from quant.export_transformer import required_arrays
+
+        return required_arrays(manifest)
     names = ["graph.edge_index", "graph.indptr", "graph.indices", "graph.in_degree", "logits"]
     for li, meta in enumerate(manifest.get("layers", [])):
         p = f"layer{li}."
