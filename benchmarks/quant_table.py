@@ -77,8 +77,10 @@ def run_cell(graph, arch: str, method: str, target: float, seeds: list[int], epo
             "runs": f"{len(runs)} {'folds' if graph.task == 'graph' else 'seeds'}",
             "target_bits": target if method in LEARNED else None, "epochs": train_cfg.epochs,
             "dropout": model_cfg.dropout, "weight_decay": train_cfg.weight_decay,
-            "test_acc": s["test_acc"], "max_test_acc_over_epochs": s["max_test_acc_over_epochs"],
-            "ms_per_epoch": s["ms_per_epoch"]}
+            "test_acc": s["test_acc"], "val_acc": s["val_acc"],
+            "max_test_acc_over_epochs": s["max_test_acc_over_epochs"], "ms_per_epoch": s["ms_per_epoch"],
+            "per_run": [{"seed": r.seed, "fold": r.fold, "test_acc": r.test_acc, "val_acc": r.val_acc}
+                        for r in runs]}
     if method != "none":
         qs = [r.quant_summary for r in runs]
         for key in ("avg_bits", "avg_bits_with_sign"):
