@@ -58,15 +58,18 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="input feature preprocessing in place of the registry's (Cora: row-normalized)")
     p.add_argument("--out", type=Path, default=RESULTS / "quant_table.json")
     p.add_argument("--merge", action="store_true", help="add to the cells already in --out instead of replacing")
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                   help="where each run trains (ms/epoch and time ratios are then GPU figures; the cell names it)")
     return p.parse_args(argv)
 
 
 def run_cell(graph, arch: str, method: str, target: float, seeds: list[int], epochs: int | None,
-             penalty_weight: float = 2.5, dropout: float | None = None, weight_decay: float | None = None) -> dict:
+             penalty_weight: float = 2.5, dropout: float | None = None, weight_decay: float | None = None,
+             device: str = "cpu") -> dict:
     model_cfg, train_cfg = model_and_train_config(graph, arch)
     model_cfg = with_overrides(model_cfg, dropout=dropout)
     train_cfg = with_overrides(train_cfg, epochs=epochs, weight_decay=weight_decay)
-    train_cfg = replace(train_cfg, quant=method, target_bits=target, penalty_weight=penalty_weight)
+    train_cfg = replace(train_cfg, quant=method, target_bits=target, penalty_weight=penalty_weight, device=device)
     runs = []
     for seed, fold in run_jobs(graph, seeds, num_folds=len(seeds)):
         seed_everything(seed)
@@ -151,7 +154,9 @@ def main(argv=None) -> dict:
                 cell_targets = {"a2q": targets, "degree-aware": degree_targets}.get(method, [4.0])
                 for target in cell_targets:
                     cell = run_cell(graph, arch, method, target, seeds, args.epochs, args.penalty_weight,
-                                    args.dropout, args.weight_decay)
+                                    args.dropout, args.weight_decay, args.device)
+                    if args.device != "cpu":
+                        cell["device"] = torch.cuda.get_device_name(args.device)
                     if method == "none":
                         fp32_ms[method] = cell["ms_per_epoch"]
                     ref = fp32_ms.get("none")
@@ -170,7 +175,7 @@ def main(argv=None) -> dict:
 
 def _cell_key(c: dict) -> tuple:
     return (c["dataset"], c["model"], c["method"], c.get("target_bits"), c.get("penalty_weight"), c.get("epochs"),
-            c.get("dropout"), c.get("weight_decay"), c.get("features"))
+            c.get("dropout"), c.get("weight_decay"), c.get("features"), c.get("device"))
 
 
 def _write(path: Path, command: str, seeds, t0: float, cells: list[dict], previous: dict | None = None,
