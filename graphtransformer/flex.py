@@ -114,6 +114,11 @@ def build_flex_plan(edge_index: Tensor, num_nodes: int, cfg: FlexConfig = FlexCo
     the edge-list remainder. Runs on ``edge_index``'s device. Duplicate edges are counted once."""
     if edge_index.dim() != 2 or edge_index.shape[0] != 2:
         raise ValueError(f"build_flex_plan: edge_index must be (2, E); got {tuple(edge_index.shape)}")
+    if num_nodes < 1:
+        raise ValueError(f"build_flex_plan: num_nodes={num_nodes}; a graph needs at least one node")
+    if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= num_nodes):
+        raise ValueError(f"build_flex_plan: edge_index holds ids outside [0, {num_nodes}); relabel the edges or pass "
+                         "the right num_nodes")
     device, block = edge_index.device, cfg.block_size
     order = inverse = None
     src, dst = edge_index[0].long(), edge_index[1].long()

@@ -74,6 +74,8 @@ def test_flex_errors_are_clear():
         FlexConfig(block_size=48)
     with pytest.raises(ValueError, match="min_tile_edges"):
         FlexConfig(min_tile_edges=0)
+    with pytest.raises(ValueError, match="outside"):
+        build_flex_plan(torch.tensor([[0, 5], [1, 2]]), 5)
     ei = random_graph(40, 0.1, seed=0)
     plan = build_flex_plan(ei, 40, FlexConfig(block_size=32))
     q, k, v = _qkv(1, 40, 4, seed=0)
