@@ -106,21 +106,28 @@ def plot(cells: list[dict], out_dir: Path) -> list[str]:
     import matplotlib.pyplot as plt
 
     files = []
-    fig, ax = plt.subplots(figsize=(6, 4))
+    # One colour per (dataset, model), one marker per method: a legend entry per row and per method instead of one
+    # per cell (over 50 cells no longer fit beside the axes).
+    rows = sorted({(c["dataset"], c["model"]) for c in cells})
+    methods = sorted({c["method"] for c in cells})
+    colours = {r: plt.cm.tab20(i % 20) for i, r in enumerate(rows)}
+    markers = dict(zip(methods, "o^sDvP*X", strict=False))
+    fig, ax = plt.subplots(figsize=(9, 5))
     for c in cells:
         bits = 32.0 if c["method"] == "fp32" else c["avg_bits"]["mean"]
-        label = c["method"] + (f" (target {c['target_bits']})" if c["target_bits"] is not None else "")
-        ax.errorbar(bits, c["test_acc"]["mean"], yerr=c["test_acc"]["std"], fmt="o", capsize=3,
-                    label=f"{c['dataset']}/{c['model']} {label}")
+        ax.errorbar(bits, c["test_acc"]["mean"], yerr=c["test_acc"]["std"], fmt=markers.get(c["method"], "o"),
+                    color=colours[(c["dataset"], c["model"])], capsize=2, markersize=4, alpha=0.8)
+    handles = [plt.Line2D([], [], color=colours[r], marker="o", linestyle="", label=f"{r[0]}/{r[1]}") for r in rows]
+    handles += [plt.Line2D([], [], color="grey", marker=markers.get(m, "o"), linestyle="", label=m) for m in methods]
     ax.set_xscale("log", base=2)
     ax.set_xlabel("average feature bits (without sign bit; FP32 = 32)")
     ax.set_ylabel("test accuracy (%), val-selected")
-    ax.legend(fontsize=6)
+    ax.legend(handles=handles, fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     ax.grid(alpha=0.3)
     fig.tight_layout()
     files.append("quant_acc_vs_bits.png")  # names inside the results folder
     fig.savefig(out_dir / files[-1], dpi=120)
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = plt.subplots(figsize=(10, 5))
     for c in cells:
         by_deg = c.get("mean_bits_by_in_degree_seed0") or {}
         if c["method"] in LEARNED and by_deg:
@@ -129,7 +136,7 @@ def plot(cells: list[dict], out_dir: Path) -> list[str]:
                     label=f"{c['dataset']}/{c['model']} {c['method']} target {c['target_bits']}")
     ax.set_xlabel("in-degree (clipped at 64)")
     ax.set_ylabel("mean learned bits (without sign), seed 0")
-    ax.legend(fontsize=6)
+    ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.01, 0.5))
     ax.grid(alpha=0.3)
     fig.tight_layout()
     files.append("quant_bits_vs_degree.png")
