@@ -96,21 +96,22 @@ def render_quant(res: dict) -> list[str]:
              + "; ".join(f"`{c}`" for c in res.get("commands", [res.get("command", "")])) + ".",
              "", res.get("note", ""), "", *render_quant_grid(res.get("cells", [])),
              "Every cell, including the tuning runs of the A2Q headline (Cora GCN at 1.7 bits):", "",
-             "| dataset | model | method | training | target bits | penalty a | test acc | max test over epochs "
-             "(A2Q-code style, not the headline) | avg bits (no sign) | avg bits (with sign) | 32/bits | "
+             "| dataset | model | method | training | target bits | penalty a | test acc | val acc | max test over "
+             "epochs (A2Q-code style, not the headline) | avg bits (no sign) | avg bits (with sign) | 32/bits | "
              "runs within budget |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in res.get("cells", []):
         bits = c.get("avg_bits")
         training = (f"{c['runs']}, " if "runs" in c else "") + f"{c.get('epochs', '-')} epochs" + "".join(
             f", {label} {c[key]:g}" for key, label in (("dropout", "dropout"), ("weight_decay", "wd")) if key in c) \
-            + (f", {c['features']} features" if "features" in c else "")
+            + (f", {c['features']} features" if "features" in c else "") + (f", {c['device']}" if "device" in c else "")
+        val = _pm(c["val_acc"]) if "val_acc" in c else "-"
         lines.append(
             f"| {c['dataset']} | {c['model']} | {c['method']} | {training} | {c.get('target_bits') or '-'} | "
-            f"{c.get('penalty_weight', '-')} | {_pm(c['test_acc'])} | {_pm(c['max_test_acc_over_epochs'])} | "
+            f"{c.get('penalty_weight', '-')} | {_pm(c['test_acc'])} | {val} | {_pm(c['max_test_acc_over_epochs'])} | "
             f"{bits['mean']:.3f} | {c['avg_bits_with_sign']['mean']:.3f} | {c['compression']:.1f} | "
             f"{c.get('runs_within_bit_budget', '-')} |" if bits else
-            f"| {c['dataset']} | {c['model']} | {c['method']} | {training} | - | - | {_pm(c['test_acc'])} | "
+            f"| {c['dataset']} | {c['model']} | {c['method']} | {training} | - | - | {_pm(c['test_acc'])} | {val} | "
             f"{_pm(c['max_test_acc_over_epochs'])} | 32 | 32 | 1.0 | - |")
     lines += ["", "Training time against FP32: see the quantization speed table (`quant_speed.json`); the cells above "
               "ran beside other jobs.", "",
@@ -142,8 +143,8 @@ def render_gt_accuracy(res: dict) -> list[str]:
              "Rows ending in `_cuda` ran GCN and the graph transformer on the GPU named in the device column, "
              "against the GCN of that same run.", "",
              "| dataset | GCN (gnn/, FP32) | graph transformer | test acc | avg feature bits (no sign) | "
-             "gap to GCN (pt) "
-             "| seeds | device | command |", "|---|---|---|---|---|---|---|---|---|"]
+             "gap to GCN (pt) | gap to its FP32 graph transformer (pt) "
+             "| seeds | device | command |", "|---|---|---|---|---|---|---|---|---|---|"]
     for name, d in res.get("datasets", {}).items():
         base = d.get("gt_interleaved", {}).get("config", {})
         for key, gt in d.items():
@@ -155,8 +156,12 @@ def render_gt_accuracy(res: dict) -> list[str]:
             cfg = {"ffn_ratio": 2, **gt.get("config", {})}  # files written before ffn_ratio existed had FFN width 2
             differs = [f"{k}={cfg[k]}" for k in sorted(base) if k in cfg and cfg[k] != base[k]]
             variant = key[3:] + (f" (config differs: {', '.join(differs)})" if differs else "")
+            fp32_key = f"gt_{cfg.get('attention', 'interleaved')}" + ("_cuda" if key.endswith("_cuda") else "")
+            fp32 = d.get(fp32_key) if bits is not None else None
+            own = f"{gt['test_acc']['mean'] - fp32['test_acc']['mean']:+.2f}" if fp32 else "-"
             lines.append(f"| {name} | {_pm(gcn['test_acc'])} | {variant} | {_pm(gt['test_acc'])} | "
-                         f"{'32 (FP32)' if bits is None else f'{bits:.2f}'} | {gap:+.2f} | {gt['test_acc']['n']} | "
+                         f"{'32 (FP32)' if bits is None else f'{bits:.2f}'} | {gap:+.2f} | {own} | "
+                         f"{gt['test_acc']['n']} | "
                          f"{gt.get('device', 'cpu')} | "
                          f"{'`' + gt['command'] + '`' if gt.get('command') else '-'} |")
     return lines + [""]
