@@ -208,6 +208,20 @@ class QGraph:
         """A graph-transformer export (:mod:`quant.export_transformer`): quantized tensors, no integer path."""
         return _is_transformer(self.manifest)
 
+    def feature_streams(self, prefix: str, num_nodes: int, num_features: int) -> tuple[
+            packing.PackedRows, adaptive_package.AdaptivePackageStream]:
+        """The packed rows (``<prefix>x_packed.*``) and Adaptive-Package stream (``<prefix>x_ap.*``) of one
+        feature tensor of (num_nodes, num_features) codes."""
+        packed = packing.PackedRows(payload=self[prefix + "x_packed.payload"], bits=self[prefix + "x_packed.bits"],
+                                    bit_offsets=self[prefix + "x_packed.bit_offsets"],
+                                    group_byte_offsets=self[prefix + "x_packed.group_byte_offsets"],
+                                    num_features=num_features)
+        ap = adaptive_package.AdaptivePackageStream(
+            words=self[prefix + "x_ap.words"], bitmap=self[prefix + "x_ap.bitmap"],
+            first_node=self[prefix + "x_ap.first_node"], first_value=self[prefix + "x_ap.first_value"],
+            num_values=self[prefix + "x_ap.num_values"], num_nodes=num_nodes, num_features=num_features)
+        return packed, ap
+
     def to_quantized_gcn(self) -> QuantizedGCN:
         """The integer model the arrays describe (:class:`quant.integer_gnn.QuantizedGCN`)."""
         if self.is_graph_transformer:
@@ -243,14 +257,7 @@ class QGraph:
         h = model.x_codes
         for li, lay in enumerate(model.layers):
             p = f"layer{li}."
-            packed = packing.PackedRows(payload=self[p + "x_packed.payload"], bits=self[p + "x_packed.bits"],
-                                        bit_offsets=self[p + "x_packed.bit_offsets"],
-                                        group_byte_offsets=self[p + "x_packed.group_byte_offsets"],
-                                        num_features=h.shape[1])
-            ap = adaptive_package.AdaptivePackageStream(
-                words=self[p + "x_ap.words"], bitmap=self[p + "x_ap.bitmap"], first_node=self[p + "x_ap.first_node"],
-                first_value=self[p + "x_ap.first_value"], num_values=self[p + "x_ap.num_values"],
-                num_nodes=h.shape[0], num_features=h.shape[1])
+            packed, ap = self.feature_streams(p, *h.shape)
             t = gcn_layer_trace(lay, h, graph)
             k = layer_constants(lay, graph)
             checks = [("x_codes", h, self[p + "x_codes"]), ("x_packed.payload", h, packing.unpack_rows(packed)),

@@ -198,14 +198,7 @@ def required_arrays(manifest: dict) -> list[str]:
 def point_streams(q, name: str) -> tuple[packing.PackedRows, adaptive_package.AdaptivePackageStream]:
     """The packed rows and Adaptive-Package stream of node tensor ``name`` of a loaded export ``q``."""
     p = f"point.{name}."
-    n, f = q[p + "x_codes"].shape
-    packed = packing.PackedRows(payload=q[p + "x_packed.payload"], bits=q[p + "x_packed.bits"],
-                                bit_offsets=q[p + "x_packed.bit_offsets"],
-                                group_byte_offsets=q[p + "x_packed.group_byte_offsets"], num_features=f)
-    ap = adaptive_package.AdaptivePackageStream(
-        words=q[p + "x_ap.words"], bitmap=q[p + "x_ap.bitmap"], first_node=q[p + "x_ap.first_node"],
-        first_value=q[p + "x_ap.first_value"], num_values=q[p + "x_ap.num_values"], num_nodes=n, num_features=f)
-    return packed, ap
+    return q.feature_streams(p, *q[p + "x_codes"].shape)
 
 
 def verify(q) -> None:
