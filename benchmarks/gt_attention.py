@@ -181,7 +181,6 @@ def main() -> None:
         ei = community_graph(n, device=device)
         gen = torch.Generator(device=device).manual_seed(1)
         q, k, v = (torch.randn(H, n, D, generator=gen, device=device).requires_grad_(True) for _ in range(3))
-        q.grad = k.grad = v.grad = None
         for name, (fn, facts) in _kernels(ei, n, args, device).items():
             if name in failed or time.perf_counter() - t_start > args.deadline_s:
                 continue

@@ -57,32 +57,43 @@ class ExportError(ValueError):
 # ---------------------------------------------------------------------------------------- arrays of a model
 
 
+def feature_arrays(prefix: str, codes8: np.ndarray, steps: np.ndarray, bits: np.ndarray) -> dict:
+    """``<prefix>x_codes / x_steps / x_bits`` and both packed layouts (``x_packed.*``, ``x_ap.*``) of one feature
+    tensor: (N, F) int8 codes, (N,) steps and signed bitwidths. Refuses codes that do not survive a round trip."""
+    packed = packing.pack_rows(codes8, bits.astype(np.uint8))
+    ap = adaptive_package.encode(codes8, bits)
+    if not (np.array_equal(packing.unpack_rows(packed), codes8) and np.array_equal(adaptive_package.decode(ap),
+                                                                                  codes8)):
+        raise ExportError(f"export: {prefix}x_codes do not survive pack/unpack; refusing to write")
+    p = prefix
+    return {p + "x_codes": codes8, p + "x_steps": steps, p + "x_bits": bits.astype(np.uint8),
+            p + "x_packed.payload": packed.payload, p + "x_packed.bits": packed.bits,
+            p + "x_packed.bit_offsets": packed.bit_offsets,
+            p + "x_packed.group_byte_offsets": packed.group_byte_offsets,
+            p + "x_ap.words": ap.words, p + "x_ap.bitmap": ap.bitmap, p + "x_ap.first_node": ap.first_node,
+            p + "x_ap.first_value": ap.first_value, p + "x_ap.num_values": ap.num_values}
+
+
+def degree_table_arrays(prefix: str, table: dict) -> dict:
+    """``<prefix>degree_min / max / bits / step`` of a degree-aware table (:func:`quant.convert.degree_table`)."""
+    return {prefix + "degree_min": table["min_degree"], prefix + "degree_max": table["max_degree"],
+            prefix + "degree_bits": table["bits"].astype(np.uint8), prefix + "degree_step": table["step"]}
+
+
 def _layer_arrays(li: int, lay: QuantizedGCNLayer, x_codes: np.ndarray, graph: tuple, conv: ConvertedGCN) -> dict:
     """Every array of layer ``li`` (see the module docstring) and its integer trace."""
     p = f"layer{li}."
     k = layer_constants(lay, graph)
     t = gcn_layer_trace(lay, x_codes, graph, constants=k)
-    codes8 = np.asarray(x_codes, dtype=np.int8)
-    packed = packing.pack_rows(codes8, lay.x_bits.astype(np.uint8))
-    ap = adaptive_package.encode(codes8, lay.x_bits)
-    if not (np.array_equal(packing.unpack_rows(packed), codes8) and np.array_equal(adaptive_package.decode(ap),
-                                                                                  codes8)):
-        raise ExportError(f"export: layer {li} feature codes do not survive pack/unpack; refusing to write")
-    a = {p + "x_codes": codes8, p + "x_steps": lay.x_steps, p + "x_bits": lay.x_bits.astype(np.uint8),
-         p + "x_packed.payload": packed.payload, p + "x_packed.bits": packed.bits,
-         p + "x_packed.bit_offsets": packed.bit_offsets, p + "x_packed.group_byte_offsets": packed.group_byte_offsets,
-         p + "x_ap.words": ap.words, p + "x_ap.bitmap": ap.bitmap, p + "x_ap.first_node": ap.first_node,
-         p + "x_ap.first_value": ap.first_value, p + "x_ap.num_values": ap.num_values,
-         p + "w_codes": lay.w_codes, p + "w_packed": packing.pack_codes(lay.w_codes.reshape(-1), lay.w_bits),
+    a = feature_arrays(p, np.asarray(x_codes, dtype=np.int8), lay.x_steps, lay.x_bits)
+    a |= {p + "w_codes": lay.w_codes, p + "w_packed": packing.pack_codes(lay.w_codes.reshape(-1), lay.w_bits),
          p + "w_steps": lay.w_steps, p + "xw_steps": lay.xw_steps, p + "xw_bits": lay.xw_bits.astype(np.uint8),
          p + "xw_mult": k.xw_mult.astype(np.int32), p + "xw_shift": k.xw_shift.astype(np.uint8),
          p + "coef": k.coef.astype(np.int32),
          p + "xw_codes": t["xw"].astype(np.int8), p + "psum": t["psum"].astype(np.int32),
          p + "out": t["out"].astype(np.int8 if lay.out_steps is not None else np.int32), p + "out_unit": t["unit"]}
     if li in conv.degree_tables:
-        tab = conv.degree_tables[li]
-        a.update({p + "degree_min": tab["min_degree"], p + "degree_max": tab["max_degree"],
-                  p + "degree_bits": tab["bits"].astype(np.uint8), p + "degree_step": tab["step"]})
+        a.update(degree_table_arrays(p, conv.degree_tables[li]))
     if lay.agg_steps is not None:
         a.update({p + "agg_steps": lay.agg_steps, p + "agg_bits": lay.agg_bits.astype(np.uint8),
                   p + "agg_mult": k.agg_mult.astype(np.int32), p + "agg_shift": k.agg_shift.astype(np.uint8)})

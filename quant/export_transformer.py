@@ -31,7 +31,15 @@ from gnn.ops import in_degree
 from quant import adaptive_package, packing
 from quant.a2q import A2QQuantizer
 from quant.convert import _per_node, _step, degree_table
-from quant.export import ExportError, _command, _git_commit, _histogram, write_qgraph
+from quant.export import (
+    ExportError,
+    _command,
+    _git_commit,
+    _histogram,
+    degree_table_arrays,
+    feature_arrays,
+    write_qgraph,
+)
 from quant.quantizers import a2q_quantize
 
 ARCH = "graph-transformer"
@@ -74,20 +82,6 @@ def _check_bits(name: str, bits: np.ndarray) -> None:
                           f"1..{MAX_CODE_BITS} bits (lower the quantizer's max_bits)")
 
 
-def _point_arrays(p: str, codes8: np.ndarray, steps: np.ndarray, bits: np.ndarray) -> dict:
-    packed = packing.pack_rows(codes8, bits.astype(np.uint8))
-    ap = adaptive_package.encode(codes8, bits)
-    if not (np.array_equal(packing.unpack_rows(packed), codes8) and np.array_equal(adaptive_package.decode(ap),
-                                                                                  codes8)):
-        raise ExportError(f"export: {p} codes do not survive pack/unpack; refusing to write")
-    return {p + "x_codes": codes8, p + "x_steps": steps, p + "x_bits": bits.astype(np.uint8),
-            p + "x_packed.payload": packed.payload, p + "x_packed.bits": packed.bits,
-            p + "x_packed.bit_offsets": packed.bit_offsets,
-            p + "x_packed.group_byte_offsets": packed.group_byte_offsets,
-            p + "x_ap.words": ap.words, p + "x_ap.bitmap": ap.bitmap, p + "x_ap.first_node": ap.first_node,
-            p + "x_ap.first_value": ap.first_value, p + "x_ap.num_values": ap.num_values}
-
-
 @torch.no_grad()
 def transformer_arrays(qmodel: nn.Module, x: torch.Tensor, edge_index: torch.Tensor) -> tuple[dict, dict]:
     """(arrays, manifest parts) of a quantized :class:`graphtransformer.quantize.QuantizableGraphTransformer`
@@ -122,11 +116,9 @@ def transformer_arrays(qmodel: nn.Module, x: torch.Tensor, edge_index: torch.Ten
             raise ExportError(f"export: {name}: codes * step differ from the quantizer's output by "
                               f"{float((deq - out).abs().max()):.3g}; refusing to write an inexact export")
         p = f"point.{name}."
-        arrays.update(_point_arrays(p, codes.cpu().numpy().astype(np.int8), steps, bits))
+        arrays.update(feature_arrays(p, codes.cpu().numpy().astype(np.int8), steps, bits))
         if q.scheme == "degree":
-            table = degree_table(q)
-            arrays.update({p + "degree_min": table["min_degree"], p + "degree_max": table["max_degree"],
-                           p + "degree_bits": table["bits"], p + "degree_step": table["step"]})
+            arrays.update(degree_table_arrays(p, degree_table(q)))
         point_meta.append({"name": name, "role": q.role, "scheme": q.scheme, "rows": int(n),
                            "features": int(t.shape[1]), "unsigned": bool(q.unsigned),
                            "bits_histogram": _histogram(bits),
