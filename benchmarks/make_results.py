@@ -288,6 +288,25 @@ def render_dist_bytes(res: dict) -> list[str]:
     return lines + [""]
 
 
+def render_gt_screen(res: dict) -> list[str]:
+    lines = ["## Graph transformer configuration screen (validation accuracy, %)", "",
+             "File: `benchmarks/results/gt_screen.json`; each row names its command (`benchmarks/gt_screen.py`). "
+             "Variants of the default configuration (`gt_accuracy.GT_CONFIG`, row `base`) on the same seeds, one "
+             "thread each, sorted by mean validation accuracy, the selection criterion; test accuracy is shown, "
+             "never used to choose.", "",
+             "| dataset | variant | overrides | val acc | val - base (pt) | test acc | selected epochs | command |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, variants in res.get("datasets", {}).items():
+        base = variants.get("base", {}).get("val_acc", {}).get("mean")
+        for key, v in sorted(variants.items(), key=lambda kv: -kv[1]["val_acc"]["mean"]):
+            over = ", ".join(f"{k}={val}" for k, val in v["overrides"].items()) or "-"
+            delta = f"{v['val_acc']['mean'] - base:+.2f}" if base is not None else "-"
+            epochs = " ".join(str(r["epoch"]) for r in v["per_seed"])
+            lines.append(f"| {name} | {key} | {over} | {_pm(v['val_acc'])} | {delta} | {_pm(v['test_acc'])} | "
+                         f"{epochs} | `{v['command']}` |")
+    return lines + ["", f"Machine: `{json.dumps(res.get('machine', {}))}`", ""]
+
+
 def render_gt_halo_codec(res: dict) -> list[str]:
     lines = ["## Graph transformer: compressed halo K/V exchange (validation-selected test accuracy, %)", "",
              f"File: `benchmarks/results/gt_halo_codec.json`; command: `{res.get('command', '')}`. Sparse layers "
@@ -382,7 +401,7 @@ RENDERERS = {"hw_ablation": render_hw_ablation, "dist_accuracy": render_dist_acc
              "dist_bytes": render_dist_bytes, "hw_sim": render_hw_sim,
              "fp32_accuracy": render_fp32, "train_speed": render_speed, "quant_table": render_quant,
              "quant_speed": render_quant_speed,
-             "gt_accuracy": render_gt_accuracy, "gt_halo_codec": render_gt_halo_codec,
+             "gt_accuracy": render_gt_accuracy, "gt_screen": render_gt_screen, "gt_halo_codec": render_gt_halo_codec,
              "gt_comm_bytes": render_gt_comm_bytes, "gt_attention": render_gt_attention,
              "gt_attention_cuda": lambda r: render_gt_attention(r, "gt_attention_cuda"),
              "gt_max_nodes": render_gt_max_nodes}

@@ -174,9 +174,10 @@ def main(argv=None) -> dict:
                     cells.append(cell)
                     _write(args.out, command, seeds, t0, cells, previous)  # partial results survive an interrupt
                     bits = cell.get("avg_bits", {}).get("mean", 32.0)
+                    ratio = cell["time_per_epoch_vs_fp32"]  # None without an FP32 cell in this run
                     print(f"{name:<10}{arch:<6}{cell['method']:<14}{str(cell['target_bits']):<6}"
                           f"acc {cell['test_acc']['mean']:6.2f} +- {cell['test_acc']['std']:5.2f}  "
-                          f"bits {bits:6.3f}  x{cell['time_per_epoch_vs_fp32'] or 1:5.2f} time", flush=True)
+                          f"bits {bits:6.3f}  time vs fp32 " + (f"x{ratio:5.2f}" if ratio else "-"), flush=True)
     return _write(args.out, command, seeds, t0, cells, previous, plots=True)
 
 

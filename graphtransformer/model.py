@@ -46,6 +46,7 @@ from graphtransformer.flex import FlexConfig, FlexPlan, build_flex_plan, flex_gr
 from graphtransformer.positional import degree_index
 
 ATTENTION_KINDS = ("dense", "sparse", "cluster", "flex")
+BRANCH_ACTIVATIONS = {"none": nn.Identity, "elu": nn.ELU, "gelu": nn.GELU}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,6 +64,8 @@ class GraphTransformerConfig:
     sparse_residual: bool = True  # False: topology layers replace h by the attention output (GAT-like, no ego
     #                               shortcut around the neighbourhood aggregation; self loops keep the node itself)
     ffn_ratio: int = 2  # feed-forward width = ffn_ratio * hidden_dim; 0 = attention-only layers (no FFN block)
+    branch_activation: str = "none"  # on every attention branch's output: "none", "elu" (GAT's nonlinearity
+    #                                  between layers) or "gelu"; attention-only layers are otherwise linear but for LN
     pe_dim: int = 8
     max_degree: int = 64
 
@@ -73,6 +76,9 @@ class GraphTransformerConfig:
         if len(self.schedule) != self.num_layers:
             raise ValueError(f"GraphTransformerConfig: schedule has {len(self.schedule)} entries but num_layers="
                              f"{self.num_layers}; give one attention kind per layer")
+        if self.branch_activation not in BRANCH_ACTIVATIONS:
+            raise ValueError(f"GraphTransformerConfig: branch_activation={self.branch_activation!r}; valid: "
+                             f"{tuple(BRANCH_ACTIVATIONS)}")
         bad = [k for k in self.schedule if k not in ATTENTION_KINDS]
         if bad:
             raise ValueError(f"GraphTransformerConfig: unknown attention kind(s) {bad}; valid: {ATTENTION_KINDS}")
@@ -175,12 +181,16 @@ class GraphAttention(nn.Module):
 
 
 class TransformerLayer(nn.Module):
-    """Pre-norm block: h + Attn(LN(h)), then h + FFN(LN(h)) (FFN width ``ffn_ratio`` * hidden; ``ffn_ratio=0``
-    drops the FFN block). With ``sparse_residual=False`` topology layers (sparse / cluster) use h = Attn(LN(h))."""
+    """Pre-norm block: h + act(Attn(LN(h))), then h + FFN(LN(h)) (FFN width ``ffn_ratio`` * hidden;
+    ``ffn_ratio=0`` drops the FFN block; ``act`` = ``branch_activation``, identity by default). With
+    ``sparse_residual=False`` topology layers (sparse / cluster / flex) use h = act(Attn(LN(h))); a layer run with the
+    dense kernel (its schedule, or a per-step dense step) keeps the residual.
+    """
 
     def __init__(self, hidden_dim: int, num_heads: int, dropout: float, attn_dropout: float = 0.0,
-                 sparse_residual: bool = True, ffn_ratio: int = 2):
+                 sparse_residual: bool = True, ffn_ratio: int = 2, branch_activation: str = "none"):
         super().__init__()
+        self.act = BRANCH_ACTIVATIONS[branch_activation]()
         self.sparse_residual = sparse_residual
         self.q_input = QuantPoint("input", "node")
         self.norm1 = nn.LayerNorm(hidden_dim)
@@ -195,7 +205,7 @@ class TransformerLayer(nn.Module):
 
     def forward(self, h: Tensor, graph, kind: str) -> Tensor:
         h = self.q_input(h)  # (N, F) node features entering the layer
-        a = self.drop(self.attn(self.norm1(h), graph, kind))
+        a = self.drop(self.act(self.attn(self.norm1(h), graph, kind)))
         h = h + a if kind == "dense" or self.sparse_residual else a
         return h if self.ffn is None else h + self.drop(self.ffn(self.norm2(h)))
 
@@ -224,7 +234,7 @@ class GraphTransformer(nn.Module):
         if self.pe is not None:
             nn.init.normal_(self.pe.weight, std=0.02)
         self.layers = nn.ModuleList(TransformerLayer(cfg.hidden_dim, cfg.num_heads, cfg.dropout, cfg.attn_dropout,
-                                                     cfg.sparse_residual, cfg.ffn_ratio)
+                                                     cfg.sparse_residual, cfg.ffn_ratio, cfg.branch_activation)
                                     for _ in range(cfg.num_layers))
         self.norm = nn.LayerNorm(cfg.hidden_dim)
         self.head = Linear(cfg.hidden_dim, cfg.out_dim)

@@ -105,3 +105,23 @@ def test_attention_only_layers_without_ffn():
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters() if p.requires_grad)
     with pytest.raises(ValueError, match="ffn_ratio"):
         GraphTransformerConfig(in_dim=1, out_dim=1, num_layers=1, schedule=("dense",), ffn_ratio=-1)
+
+
+def test_branch_activation_applies_to_every_attention_branch():
+    """branch_activation='elu': each layer is h + ELU(Attn(LN(h))) (dense) or ELU(Attn(LN(h))) (topology layers
+    without the residual), recomputed by hand in float64; an unknown name is refused."""
+    schedule = ("sparse", "dense")
+    model, graph, x, pe = _setup(schedule, n=30)
+    cfg = GraphTransformerConfig(**{**model.cfg.__dict__, "ffn_ratio": 0, "sparse_residual": False,
+                                    "branch_activation": "elu"})
+    torch.manual_seed(1)
+    model = GraphTransformer(cfg).double()
+    model.eval()
+    h = model.input(x) + model.degree(graph.degree.clamp_max(cfg.max_degree)) + model.pe(pe)
+    for layer, kind in zip(model.layers, schedule, strict=True):
+        a = torch.nn.functional.elu(layer.attn(layer.norm1(h), graph, kind))
+        h = h + a if kind == "dense" else a
+    torch.testing.assert_close(model(x, graph, pe), model.head(model.norm(h)), rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="branch_activation"):
+        GraphTransformerConfig(in_dim=1, out_dim=1, num_layers=1, schedule=("dense",), branch_activation="relu6")
+

@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+from dataclasses import replace
 
 import torch
 
@@ -62,3 +63,77 @@ def test_train_cli_refuses_distributed_quantization():
     out = subprocess.run([sys.executable, "-m", "graphtransformer.train", "--quant", "a2q", "--cp", "2"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode != 0 and "single-process only" in out.stderr
+
+
+def test_weight_average_matches_the_recurrence_and_swaps_back():
+    """w_ema after k updates = d^k w0 + sum_i (1 - d) d^(k-i) w_i (float64 by hand); swapped() restores the weights."""
+    from graphtransformer.training import WeightAverage
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 2).double()
+    ema = WeightAverage(model, decay=0.8)
+    expected = [p.detach().clone() for p in model.parameters()]
+    for _ in range(4):
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(torch.randn_like(p))
+        ema.update()
+        expected = [0.8 * e + 0.2 * p.detach() for e, p in zip(expected, model.parameters(), strict=True)]
+    trained = [p.detach().clone() for p in model.parameters()]
+    with ema.swapped():
+        for p, e in zip(model.parameters(), expected, strict=True):
+            torch.testing.assert_close(p, e, rtol=0, atol=1e-12)
+    for p, t in zip(model.parameters(), trained, strict=True):
+        assert torch.equal(p, t)
+
+
+def test_training_with_weight_average_selects_on_the_averaged_weights():
+    """The run with ema_decay trains the same raw weights as the run without, and its selected record is the best
+    epoch of the averaged weights, recomputed here from the raw weights recorded after every step."""
+    from graphtransformer.training import evaluate, is_better, make_optimizer, node_features
+
+    gd = sbm_graph(80, num_classes=4, avg_degree=6, num_features=8, seed=0)
+    cfg = TrainConfig(attention="sparse", num_layers=2, hidden_dim=16, num_heads=2, dropout=0.0, input_dropout=0.0,
+                      optimizer="adamw", lr=1e-2, epochs=10, patience=10, ema_decay=0.7)
+    graph, pe = prepare(gd.data, cfg)
+    rows = single_process_rows(graph)
+
+    def build():
+        torch.manual_seed(0)
+        return GraphTransformer(model_config(cfg, gd.num_features, gd.num_classes))
+
+    averaged_model = build()
+    record = train_seed(averaged_model, gd.data, gd.splits[0], pe, rows, cfg, seed=0)
+
+    raw_model = build()
+    initial = [p.detach().clone() for p in raw_model.parameters()]
+    opt = make_optimizer(raw_model, cfg)
+    after_step = []
+    step = opt.step
+    opt.step = lambda: (step(), after_step.append([p.detach().clone() for p in raw_model.parameters()]))
+    train_seed(raw_model, gd.data, gd.splits[0], pe, rows, replace(cfg, ema_decay=0.0), seed=0, opt=opt)
+    for a, b in zip(averaged_model.parameters(), raw_model.parameters(), strict=True):
+        assert torch.equal(a, b)  # the average never feeds back into training
+
+    x = node_features(gd.data.x, rows)
+    masks = {k: torch.zeros(gd.data.num_nodes, dtype=torch.bool) for k in ("val", "test")}
+    masks["val"][gd.splits[0].val] = True
+    masks["test"][gd.splits[0].test] = True
+    average, best = initial, {"val_acc": -1.0, "val_loss": float("inf")}
+    for epoch, weights in enumerate(after_step):
+        average = [0.7 * a + 0.3 * w for a, w in zip(average, weights, strict=True)]
+        with torch.no_grad():
+            for p, a in zip(raw_model.parameters(), average, strict=True):
+                p.copy_(a)
+        ev = evaluate(raw_model, x, gd.data.y, pe, rows, masks)
+        if is_better(*ev["val"], best):
+            best = {"epoch": epoch, "val_acc": ev["val"][0], "val_loss": ev["val"][1], "test_acc": ev["test"][0]}
+    assert record["epoch"] == best["epoch"] and record["test_acc"] == best["test_acc"]
+    assert abs(record["val_loss"] - best["val_loss"]) < 1e-5
+
+
+def test_ema_decay_out_of_range_is_refused():
+    import pytest
+
+    with pytest.raises(ValueError, match="ema_decay"):
+        TrainConfig(ema_decay=1.0)

@@ -1,0 +1,39 @@
+"""benchmarks/gt_screen.py: variant parsing (typed overrides, clear errors) and one tiny variant run on Cora."""
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+from gt_screen import parse_variant, run_variant  # noqa: E402
+
+
+def test_variant_overrides_are_typed_like_the_config():
+    assert parse_variant("base") == ("base", {})
+    name, over = parse_variant("x:ema_decay=0.9,epochs=200,layer_kinds=sparse/dense,sparse_residual=true,pe=none")
+    assert name == "x"
+    assert over == {"ema_decay": 0.9, "epochs": 200, "layer_kinds": ("sparse", "dense"), "sparse_residual": True,
+                    "pe": "none"}
+    assert isinstance(over["epochs"], int)
+
+
+@pytest.mark.parametrize("text, message", [("x:nonsense=1", "not field=value"), ("x:epochs", "not field=value"),
+                                           (":epochs=3", "no name"), ("x:sparse_residual=yes", "true or false")])
+def test_bad_variants_are_refused(text, message):
+    with pytest.raises(SystemExit, match=message):
+        parse_variant(text)
+
+
+def test_tiny_variant_runs_and_reports_validation_and_test():
+    threads = torch.get_num_threads()  # the runner pins one thread per run; give the suite its threads back
+    try:
+        out = run_variant("cora", {"epochs": 2, "patience": 2, "num_layers": 2, "layer_kinds": ("sparse", "dense"),
+                                   "hidden_dim": 16, "num_heads": 2}, [0])
+    finally:
+        torch.set_num_threads(threads)
+    assert out["config"]["epochs"] == 2 and out["overrides"]["layer_kinds"] == ["sparse", "dense"]
+    assert 0.0 < out["val_acc"]["mean"] <= 100.0 and len(out["per_seed"]) == 1
+    assert out["per_seed"][0]["epoch"] in (0, 1)
