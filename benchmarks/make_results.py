@@ -115,6 +115,12 @@ def render_quant(res: dict) -> list[str]:
             f"{_pm(c['max_test_acc_over_epochs'])} | 32 | 32 | 1.0 | - |")
     lines += ["", "Training time against FP32: see the quantization speed table (`quant_speed.json`); the cells above "
               "ran beside other jobs.", "",
+              "GAT at low targets: GAT's per-node learned tensors (the linear transform's output, and the post-ELU "
+              "input of layer 2) are signed, so a node at the 1-bit floor has qmax = 2^0 - 1 = 0 and is stored as "
+              "all zeros, and its straight-through gradient is masked off. GCN, GIN and SAGE learn bits on post-ReLU "
+              "tensors, where 1 reported bit still keeps {0, s}. At the 1.7-bit target the GAT runs fall to the "
+              "floor and predict one class; a weaker penalty (a = 3) and a 2.5-bit target are in the cell list above.",
+              "",
               "Plots: " + ", ".join(f"`{Path(p).name}`" for p in res.get("plots", [])), ""]
     return lines
 
