@@ -22,7 +22,7 @@ import torch.distributed as dist
 
 from distributed.codecs import CODECS
 from graphtransformer.cluster import metis_relabeling
-from graphtransformer.model import GraphTransformer
+from graphtransformer.model import BRANCH_ACTIVATIONS, GraphTransformer
 from graphtransformer.training import (
     ATTENTION_CHOICES,
     OPTIMIZERS,
@@ -61,7 +61,7 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--dropout", type=float, default=defaults.dropout)
     p.add_argument("--input-dropout", type=float, default=defaults.input_dropout)
     p.add_argument("--attn-dropout", type=float, default=defaults.attn_dropout, help="sparse layers, 1 process")
-    p.add_argument("--branch-activation", default=defaults.branch_activation, choices=("none", "elu", "gelu"),
+    p.add_argument("--branch-activation", default=defaults.branch_activation, choices=tuple(BRANCH_ACTIVATIONS),
                    help="nonlinearity on every attention branch output (GAT uses elu)")
     p.add_argument("--ema-decay", type=float, default=defaults.ema_decay,
                    help="> 0: evaluate and select on a moving average of the weights (e.g. 0.9); 0 = off")
@@ -150,6 +150,10 @@ def main() -> None:
     if distributed and args.quant != "none":
         raise SystemExit("error: --quant runs single-process only (per-node quantizer tables are indexed by global "
                          "node id); drop --quant or run with python -m graphtransformer.train and --cp 1 --hp 1")
+    if distributed and args.ema_decay > 0:
+        raise SystemExit("error: --ema-decay is single-process only (the weight average of FSDP2-sharded and "
+                         "replicated parameters is not yet tested against one process); drop --ema-decay or run "
+                         "with --cp 1 --hp 1")
     if distributed:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("WORLD_SIZE", "1"))))
         dist.init_process_group("gloo")

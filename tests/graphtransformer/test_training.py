@@ -137,3 +137,9 @@ def test_ema_decay_out_of_range_is_refused():
 
     with pytest.raises(ValueError, match="ema_decay"):
         TrainConfig(ema_decay=1.0)
+
+
+def test_train_cli_refuses_distributed_weight_average():
+    out = subprocess.run([sys.executable, "-m", "graphtransformer.train", "--ema-decay", "0.9", "--cp", "2"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0 and "--ema-decay is single-process only" in out.stderr
