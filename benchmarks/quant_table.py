@@ -82,6 +82,7 @@ def run_cell(graph, arch: str, method: str, target: float, seeds: list[int], epo
             "dropout": model_cfg.dropout, "weight_decay": train_cfg.weight_decay,
             "test_acc": s["test_acc"], "val_acc": s["val_acc"],
             "max_test_acc_over_epochs": s["max_test_acc_over_epochs"], "ms_per_epoch": s["ms_per_epoch"],
+            "threads": torch.get_num_threads(),  # same seed, same result only at the same thread count
             "per_run": [{"seed": r.seed, "fold": r.fold, "test_acc": r.test_acc, "val_acc": r.val_acc}
                         for r in runs]}
     if method != "none":
