@@ -14,7 +14,6 @@ sessions.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from dataclasses import asdict, fields, replace
@@ -26,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import load_results, machine, save_results  # noqa: E402
-from gt_accuracy import GT_CONFIG, _gt_seed  # noqa: E402
+from gt_accuracy import GT_CONFIG, _gt_seed, _stats  # noqa: E402
 
 from graphtransformer.training import TrainConfig  # noqa: E402
 
@@ -60,12 +59,9 @@ def run_variant(dataset: str, overrides: dict, seeds: list[int]) -> dict:
     cfg = replace(GT_CONFIG, **overrides)  # TrainConfig validates the values
     t0 = time.perf_counter()
     records = [_gt_seed(dataset, seed, cfg, 1) for seed in seeds]
-    val = [100.0 * r["val_acc"] for r in records]
-    test = [100.0 * r["test_acc"] for r in records]
     return {"overrides": {k: list(v) if isinstance(v, tuple) else v for k, v in overrides.items()},
             "config": asdict(cfg), "seeds": seeds,
-            "val_acc": {"mean": statistics.fmean(val), "std": statistics.stdev(val) if len(val) > 1 else 0.0},
-            "test_acc": {"mean": statistics.fmean(test), "std": statistics.stdev(test) if len(test) > 1 else 0.0},
+            "val_acc": _stats([r["val_acc"] for r in records]), "test_acc": _stats([r["test_acc"] for r in records]),
             "per_seed": [{"seed": r["seed"], "val_acc": r["val_acc"], "test_acc": r["test_acc"],
                           "epoch": r["epoch"]} for r in records],
             "seconds": time.perf_counter() - t0}
@@ -83,11 +79,11 @@ def main(argv=None) -> dict:
     seeds = list(range(args.seeds))
     result = load_results("gt_screen")
     result.setdefault("datasets", {})
-    for name, overrides in variants:
+    for text, (name, overrides) in zip(args.variant, variants, strict=True):
         print(f"{args.dataset}: variant {name} {overrides}", flush=True)
         entry = run_variant(args.dataset, overrides, seeds)
-        entry["command"] = "python benchmarks/gt_screen.py --dataset {} --seeds {} --variant {}".format(
-            args.dataset, args.seeds, next(v for v in args.variant if v.partition(":")[0] == name))
+        entry["command"] = (f"python benchmarks/gt_screen.py --dataset {args.dataset} --seeds {args.seeds} "
+                            f"--variant {text}")
         print(f"  val {entry['val_acc']['mean']:.2f}  test {entry['test_acc']['mean']:.2f} "
               f"+- {entry['test_acc']['std']:.2f}", flush=True)
         result["datasets"].setdefault(args.dataset, {})[name] = entry

@@ -167,7 +167,8 @@ class WeightAverage:
 
     ``update()`` after each optimizer step: w_ema <- decay * w_ema + (1 - decay) * w, starting from the initial
     weights. ``swapped()`` is a context manager that puts the averaged weights into the model (e.g. to evaluate) and
-    restores the trained ones on exit. Works on any tensors the model holds (local or DTensor shards), in place.
+    restores the trained ones on exit. In place on the model's own tensors; tested single-process (the CLI
+    refuses it on distributed runs).
     """
 
     def __init__(self, model: torch.nn.Module, decay: float):
