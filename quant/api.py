@@ -115,6 +115,7 @@ def quantize_(model: nn.Module, cfg: QuantConfig, data=None) -> nn.Module:
     model.register_forward_pre_hook(_pre_hook, with_kwargs=True)
     param = next(model.parameters(), None)
     device = param.device if param is not None else torch.device("cpu")
+    model.to(device)  # the new quantizers' parameters and buffers join the model's device (graph tasks too)
     if node_task:  # calibrate every step on the real graph (eval mode: no dropout, no DQ range update)
         was_training = model.training
         model.eval()

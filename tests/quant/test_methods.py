@@ -174,6 +174,19 @@ def test_graph_task_uses_batch_graph(method):
     assert s["avg_bits"] == pytest.approx(4.0) and sum(s["bits_histogram"].values()) > 0
 
 
+@pytest.mark.parametrize("method", ["a2q", "degree-aware", "dq-int8"])
+def test_graph_task_quantizers_join_the_model_device(method):
+    # A graph task has no calibration forward; the new quantizers must still move to the model's device (a CUDA
+    # run once failed with cuda/cpu tensors mixed). The meta device stands in for a GPU on a CPU-only machine.
+    batch = Batch.from_data_list([small_graph(n=10, f=5)])
+    model = model_for("gin", batch, pool="sum", c=2).to("meta")
+    quantize_(model, QuantConfig(method=method, nns_pool_size=50, num_degree_buckets=8), None)
+    tensors = dict(model.named_parameters()) | dict(model.named_buffers())
+    quant_tensors = [n for n in tensors if ".q_" in n]
+    assert quant_tensors and all(t.device.type == "meta" for t in tensors.values()), \
+        [n for n, t in tensors.items() if t.device.type != "meta"]
+
+
 def test_dq_masks_protected_nodes_only_in_training():
     data = small_graph()
     model = quantize_(model_for("gcn", data), QuantConfig(method="dq-int4", dq_low=1.0, dq_change=0.0), data)
