@@ -147,7 +147,8 @@ def affine_fake_quant(x: Tensor, scale: Tensor, zp: Tensor, qmin: int, qmax: int
 
 
 def percentile_range(x: Tensor, pct: float) -> tuple[Tensor, Tensor]:
-    """(lower, upper) percentile of all elements of ``x`` (``pct`` = 0 gives min/max), via kthvalue.
+    """(lower, upper) percentile of all elements of ``x`` (``pct`` = 0 gives min/max): order statistics
+    (:func:`kth_smallest`).
 
     Exact in both paths. When most elements are 0 (aggregated bag-of-words features, e.g. GIN's 2708 x 1433 Cora
     aggregate) the order statistics come from the non-zero elements and the count of zeros
@@ -162,7 +163,27 @@ def percentile_range(x: Tensor, pct: float) -> tuple[Tensor, Tensor]:
     if 2 * int(torch.count_nonzero(flat)) < n:
         nonzero = flat[flat != 0]
         return kth_smallest_with_zeros(nonzero, n, k_lo), kth_smallest_with_zeros(nonzero, n, k_hi)
-    return flat.kthvalue(k_lo).values, flat.kthvalue(k_hi).values
+    return kth_smallest(flat, k_lo), kth_smallest(flat, k_hi)
+
+
+TOPK_MAX_FRACTION = 1 / 256  # below this share of the elements, a partial top-k beats a full selection
+
+
+def kth_smallest(flat: Tensor, k: int) -> Tensor:
+    """k-th smallest (1-based) element of the 1-D ``flat``, exactly.
+
+    Degree-Quant's percentiles sit in the tails (k or n - k + 1 is 0.1 % / 1 % of n): there the max of the k
+    smallest (or the min of the n - k + 1 largest) from ``topk`` is the same order statistic at a fraction of
+    ``kthvalue``'s cost (about 4x on one CPU core at 1.2M elements and 0.1 %); elsewhere ``kthvalue``.
+    """
+    n = flat.numel()
+    if not 1 <= k <= n:
+        raise ValueError(f"kth_smallest: k={k} outside 1..{n}")
+    if k <= n * TOPK_MAX_FRACTION:
+        return flat.topk(k, largest=False, sorted=False).values.max()
+    if n - k + 1 <= n * TOPK_MAX_FRACTION:
+        return flat.topk(n - k + 1, largest=True, sorted=False).values.min()
+    return flat.kthvalue(k).values
 
 
 def kth_smallest_with_zeros(nonzero: Tensor, n: int, k: int) -> Tensor:
@@ -174,10 +195,10 @@ def kth_smallest_with_zeros(nonzero: Tensor, n: int, k: int) -> Tensor:
     num_neg = int((nonzero < 0).sum())
     num_zero = n - nonzero.numel()
     if k <= num_neg:
-        return nonzero.kthvalue(k).values
+        return kth_smallest(nonzero, k)
     if k <= num_neg + num_zero:
         return torch.zeros((), dtype=nonzero.dtype, device=nonzero.device)
-    return nonzero.kthvalue(k - num_zero).values
+    return kth_smallest(nonzero, k - num_zero)
 
 
 def dq_protect_probability(in_deg: Tensor, p_low: float, p_high: float, batch: Tensor | None = None) -> Tensor:

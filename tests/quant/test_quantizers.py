@@ -13,6 +13,7 @@ from quant.quantizers import (
     affine_fake_quant,
     affine_qparams,
     dq_protect_probability,
+    kth_smallest,
     kth_smallest_with_zeros,
     percentile_range,
     round_half_away,
@@ -174,6 +175,19 @@ def test_percentile_range_of_mostly_zero_tensors_matches_numpy(zero_fraction):
     for k in range(1, n + 1, 97):  # every region: negatives, zeros, positives
         nonzero = x.reshape(-1)[x.reshape(-1) != 0]
         assert kth_smallest_with_zeros(nonzero, n, k).item() == xs[k - 1]
+
+
+@pytest.mark.parametrize("n", [1, 7, 3000])
+def test_kth_smallest_matches_numpy_in_both_paths(n):
+    """Tails go through topk (k or n - k + 1 <= n / 256), the middle through kthvalue; ties included."""
+    gen = torch.Generator().manual_seed(n)
+    x = torch.randint(-40, 40, (n,), generator=gen).to(torch.float32) / 8  # many ties
+    xs = np.sort(x.numpy())
+    tail = max(1, n // 256)
+    for k in sorted({1, tail, tail + 1, n // 2 + 1, n - tail, n - tail + 1, n} & set(range(1, n + 1))):
+        assert kth_smallest(x, k).item() == xs[k - 1], k
+    with pytest.raises(ValueError, match="outside"):
+        kth_smallest(x, n + 1)
 
 
 def test_dq_protect_probability_is_cdf_formula():
