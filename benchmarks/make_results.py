@@ -84,6 +84,9 @@ def render_quant_grid(cells: list[dict]) -> list[str]:
                 row = [grid.get((ds, model, m, t)) for m, t in QUANT_GRID_COLUMNS]
                 runs = next((c["runs"] for c in row if c and "runs" in c), "10 folds" if ds in QUANT_GRID_GRAPH[0]
                             else "10 seeds")
+                devices = sorted({c.get("device", "cpu") for c in row if c})
+                if devices and devices != ["cpu"]:
+                    runs += ", " + " / ".join(devices)  # a row (or part of it) trained on a lent GPU
                 text = ["not run" if c is None else _pm(c["test_acc"]) + (
                     f" @ {c['avg_bits']['mean']:.2f}" if c.get("avg_bits") else "") for c in row]
                 lines.append(f"| {ds} | {model} | {runs} | " + " | ".join(text) + " |")
@@ -114,7 +117,7 @@ def render_quant(res: dict) -> list[str]:
             f"| {c['dataset']} | {c['model']} | {c['method']} | {training} | - | - | {_pm(c['test_acc'])} | {val} | "
             f"{_pm(c['max_test_acc_over_epochs'])} | 32 | 32 | 1.0 | - |")
     lines += ["", "Training time against FP32: see the quantization speed table (`quant_speed.json`); the cells above "
-              "ran beside other jobs.", "",
+              "ran beside other jobs.", "", *render_quant_gpu_time(res.get("cells", [])),
               "GAT at low targets: GAT's per-node learned tensors (the linear transform's output, and the post-ELU "
               "input of layer 2) are signed, so a node at the 1-bit floor has qmax = 2^0 - 1 = 0 and is stored as "
               "all zeros, and its straight-through gradient is masked off. GCN, GIN and SAGE learn bits on post-ReLU "
@@ -123,6 +126,23 @@ def render_quant(res: dict) -> list[str]:
               "",
               "Plots: " + ", ".join(f"`{Path(p).name}`" for p in res.get("plots", [])), ""]
     return lines
+
+
+def render_quant_gpu_time(cells: list[dict]) -> list[str]:
+    """Time per epoch against the FP32 cell of the same GPU command (cells that trained one after another)."""
+    gpu = [c for c in cells if c.get("device") and c.get("time_per_epoch_vs_fp32")]
+    if not gpu:
+        return []
+    shared = sorted({c["shared_device_with"] for c in gpu if c.get("shared_device_with")})
+    lines = ["On the GPU (cells of one command ran one after another, so their times compare): ms per epoch and "
+             "time against the FP32 cell of the same command." + "".join(f" Shared with {s}." for s in shared), "",
+             "| dataset | model | device | method | target bits | ms / epoch | x FP32 |", "|---|---|---|---|---|---|---|"]
+    for c in gpu:
+        lines.append(f"| {c['dataset']} | {c['model']} | {c['device']} | {c['method']} | {c.get('target_bits') or '-'} "
+                     f"| {c['ms_per_epoch']:.1f} | {c['time_per_epoch_vs_fp32']:.2f} |")
+    return lines + ["", "A full-batch FP32 GCN epoch takes a few ms on the GPU, so the quantizers' per-call work "
+                    "(Degree-Quant: two order statistics of every quantized tensor per training step) weighs far more "
+                    "than on the CPU.", ""]
 
 
 def render_quant_speed(res: dict) -> list[str]:
