@@ -136,7 +136,8 @@ def render_quant_gpu_time(cells: list[dict]) -> list[str]:
     shared = sorted({c["shared_device_with"] for c in gpu if c.get("shared_device_with")})
     lines = ["On the GPU (cells of one command ran one after another, so their times compare): ms per epoch and "
              "time against the FP32 cell of the same command." + "".join(f" Shared with {s}." for s in shared), "",
-             "| dataset | model | device | method | target bits | ms / epoch | x FP32 |", "|---|---|---|---|---|---|---|"]
+             "| dataset | model | device | method | target bits | ms / epoch | x FP32 |",
+             "|---|---|---|---|---|---|---|"]
     for c in gpu:
         lines.append(f"| {c['dataset']} | {c['model']} | {c['device']} | {c['method']} | {c.get('target_bits') or '-'} "
                      f"| {c['ms_per_epoch']:.1f} | {c['time_per_epoch_vs_fp32']:.2f} |")
