@@ -78,7 +78,8 @@ def _gt_seed(name: str, seed: int, cfg: TrainConfig, threads: int, qcfg: QuantCo
     torch.manual_seed(seed)
     model = GraphTransformer(model_config(cfg, graph.num_features, graph.num_classes)).to(device)
     if qcfg is not None:
-        record = train_quantized_seed(model, graph_att, pe, graph.data, graph.splits[0], cfg, seed, qcfg)
+        record = train_quantized_seed(model, graph_att.to(device), None if pe is None else pe.to(device), graph.data,
+                                      graph.splits[0], cfg, seed, qcfg)
     else:
         record = train_seed(model, graph.data, graph.splits[0], pe, single_process_rows(graph_att.to(device)), cfg,
                             seed)
@@ -119,10 +120,11 @@ def main() -> None:
     p.add_argument("--penalty-weight", type=float, default=QuantConfig.penalty_weight)
     p.add_argument("--skip-gcn", action="store_true", help="keep the GCN baseline already in the results file")
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
-                   help="cuda: GCN and graph transformer both on the GPU, stored as separate rows (keys *_cuda)")
+                   help="cuda: GCN and graph transformer (FP32 or quantized) both on the GPU, stored as separate rows "
+                        "(keys *_cuda)")
     args = p.parse_args()
-    if args.device == "cuda" and (args.jobs > 1 or args.quant != "none"):
-        raise SystemExit("error: --device cuda runs one job at a time and FP32 only; drop --jobs / --quant")
+    if args.device == "cuda" and args.jobs > 1:
+        raise SystemExit("error: --device cuda runs one job at a time (one GPU); drop --jobs")
     torch.set_num_threads(args.threads)
     cfg = replace(GT_CONFIG, attention=args.attention, epochs=args.epochs)
     qcfg = None

@@ -142,9 +142,9 @@ def main() -> None:
     if args.export and Path(args.export).exists():
         raise SystemExit(f"error: --export {args.export} exists; remove it or choose another path")
     device = torch.device(args.device)
-    if device.type != "cpu" and (distributed or args.quant != "none"):
-        raise SystemExit(f"error: --device {args.device} runs plain single-process training only; distributed "
-                         "ranks (gloo) and quantization-aware training run on CPU: drop --device or --cp/--hp/--quant")
+    if device.type != "cpu" and distributed:
+        raise SystemExit(f"error: --device {args.device} runs single-process training only; distributed ranks (gloo) "
+                         "run on CPU: drop --device or --cp/--hp")
     if device.type == "cuda" and not torch.cuda.is_available():
         raise SystemExit("error: --device cuda but PyTorch sees no CUDA device; use --device cpu")
     if distributed and args.quant != "none":
