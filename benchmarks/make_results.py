@@ -62,7 +62,7 @@ QUANT_GRID_DATASETS = (("cora", "citeseer", "amazon-computers", "coauthor-cs"), 
 QUANT_GRID_GRAPH = (("mutag", "proteins"), ("gin", "gcn"))
 QUANT_GRID_COLUMNS = (("fp32", None), ("dq-int8", None), ("dq-int4", None), ("a2q", 4.0), ("a2q", 1.7),
                       ("degree-aware", 4.0), ("degree-aware", 1.7))
-_TUNING_FLAGS = ("--epochs", "--dropout", "--weight-decay", "--features")
+_TUNING_FLAGS = ("--epochs", "--dropout", "--weight-decay", "--features", "--hidden")
 
 
 def _is_grid_cell(c: dict) -> bool:
@@ -107,7 +107,9 @@ def render_quant(res: dict) -> list[str]:
         bits = c.get("avg_bits")
         training = (f"{c['runs']}, " if "runs" in c else "") + f"{c.get('epochs', '-')} epochs" + "".join(
             f", {label} {c[key]:g}" for key, label in (("dropout", "dropout"), ("weight_decay", "wd")) if key in c) \
-            + (f", {c['features']} features" if "features" in c else "") + (f", {c['device']}" if "device" in c else "")
+            + (f", {c['features']} features" if "features" in c else "") \
+            + (f", hidden {c['hidden_dim']}" if "hidden_dim" in c else "") \
+            + (f", {c['device']}" if "device" in c else "")
         val = _pm(c["val_acc"]) if "val_acc" in c else "-"
         lines.append(
             f"| {c['dataset']} | {c['model']} | {c['method']} | {training} | {c.get('target_bits') or '-'} | "

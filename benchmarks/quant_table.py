@@ -13,7 +13,8 @@ the FP32 cell of the same command (meaningful only when the cells ran one after 
 interleaved measurement is ``benchmarks/quant_speed.py``).
 Writes benchmarks/results/quant_table.json (after every cell), quant_acc_vs_bits.png, quant_bits_vs_degree.png.
 ``--merge`` keeps the cells of earlier commands (a cell with the same dataset, model, method, target, penalty
-weight, epochs, dropout, weight decay and feature preprocessing is replaced) and lists every command in the file.
+weight, epochs, dropout, weight decay, feature preprocessing, hidden width and device is replaced) and lists every
+command in the file.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--penalty-weight", type=float, default=2.5, help="a of the memory penalty (learned-bit methods)")
     p.add_argument("--epochs", type=int, help="override the preset's epochs")
     p.add_argument("--dropout", type=float, help="override the preset's dropout (e.g. A2Q's GCN-Cora 0.35)")
+    p.add_argument("--hidden", type=int, help="override the preset's hidden width (cells record it)")
     p.add_argument("--weight-decay", type=float, help="override the preset's weight decay (A2Q's GCN-Cora 0.02)")
     p.add_argument("--features", choices=FEATURE_PREPROCESSING,
                    help="input feature preprocessing in place of the registry's (Cora: row-normalized)")
@@ -65,9 +67,9 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def run_cell(graph, arch: str, method: str, target: float, seeds: list[int], epochs: int | None,
              penalty_weight: float = 2.5, dropout: float | None = None, weight_decay: float | None = None,
-             device: str = "cpu") -> dict:
+             device: str = "cpu", hidden: int | None = None) -> dict:
     model_cfg, train_cfg = model_and_train_config(graph, arch)
-    model_cfg = with_overrides(model_cfg, dropout=dropout)
+    model_cfg = with_overrides(model_cfg, dropout=dropout, hidden_dim=hidden)
     train_cfg = with_overrides(train_cfg, epochs=epochs, weight_decay=weight_decay)
     train_cfg = replace(train_cfg, quant=method, target_bits=target, penalty_weight=penalty_weight, device=device)
     runs = []
@@ -162,7 +164,7 @@ def main(argv=None) -> dict:
                 cell_targets = {"a2q": targets, "degree-aware": degree_targets}.get(method, [4.0])
                 for target in cell_targets:
                     cell = run_cell(graph, arch, method, target, seeds, args.epochs, args.penalty_weight,
-                                    args.dropout, args.weight_decay, args.device)
+                                    args.dropout, args.weight_decay, args.device, args.hidden)
                     if args.device != "cpu":
                         cell["device"] = torch.cuda.get_device_name(args.device)
                     if method == "none":
@@ -172,6 +174,8 @@ def main(argv=None) -> dict:
                     cell["command"] = command
                     if args.features:
                         cell["features"] = args.features
+                    if args.hidden:
+                        cell["hidden_dim"] = args.hidden  # only when overridden: preset cells keep their keys
                     cells.append(cell)
                     _write(args.out, command, seeds, t0, cells, previous)  # partial results survive an interrupt
                     bits = cell.get("avg_bits", {}).get("mean", 32.0)
@@ -184,7 +188,7 @@ def main(argv=None) -> dict:
 
 def _cell_key(c: dict) -> tuple:
     return (c["dataset"], c["model"], c["method"], c.get("target_bits"), c.get("penalty_weight"), c.get("epochs"),
-            c.get("dropout"), c.get("weight_decay"), c.get("features"), c.get("device"))
+            c.get("dropout"), c.get("weight_decay"), c.get("features"), c.get("device"), c.get("hidden_dim"))
 
 
 def _write(path: Path, command: str, seeds, t0: float, cells: list[dict], previous: dict | None = None,
