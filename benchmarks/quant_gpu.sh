@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # The quantization-table rows that need a GPU (Amazon Computers, Coauthor CS), in one time-boxed run: one
 # quant_table.py process per dataset, side by side on the one GPU (each is bound by kernel launches, so two share
-# it well; with thirteen processes a Coauthor CS SAGE FP32 epoch took 108 ms, with two 10 ms), each stopped at
-# T_QUANT seconds. A stopped run keeps every finished cell
+# it well; a dozen processes time-slice the GPU and each runs far slower), each stopped at T_QUANT seconds. A stopped run keeps every finished cell
 # (quant_table.py writes after each). Results and logs go to $OUT (default benchmarks/results/gpu); then merge:
 #
 #   GNN_DATA_ROOT=<folder with Amazon/ and Coauthor/ raw files> bash benchmarks/quant_gpu.sh

@@ -120,7 +120,7 @@ def quantize_(model: nn.Module, cfg: QuantConfig, data=None) -> nn.Module:
         was_training = model.training
         model.eval()
         with torch.no_grad():
-            model.to(device)(data.x.to(device), data.edge_index.to(device))
+            model(data.x.to(device), data.edge_index.to(device))
         model.train(was_training)
     return model
 
