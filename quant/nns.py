@@ -16,8 +16,6 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-CHUNK_ROWS = 8192
-
 
 def nns_range(step: Tensor, bits: Tensor, kind: str = "code") -> Tensor:
     """Representable maximum of each pool entry. step, bits: (m,) with integer-valued bits -> (m,)."""
@@ -35,14 +33,25 @@ def degree_pool_slices(m: int) -> tuple[tuple[int, int], tuple[int, int], tuple[
     return (0, a), (a, b), (b, m)
 
 
-def _argmin_rows(f: Tensor, q: Tensor, lo: int, hi: int) -> Tensor:
-    """argmin_k |f_i - q_k| over k in [lo, hi); f: (R,), q: (m,) -> (R,) int64 pool indices."""
-    out = torch.empty(f.numel(), dtype=torch.long, device=f.device)
-    qs = q[lo:hi]
-    for start in range(0, f.numel(), CHUNK_ROWS):
-        d = (f[start:start + CHUNK_ROWS, None] - qs[None, :]).abs()  # (chunk, hi - lo)
-        out[start:start + CHUNK_ROWS] = d.argmin(dim=1) + lo
-    return out
+def _nearest_in_slice(f: Tensor, q: Tensor, lo: int, hi: int) -> Tensor:
+    """argmin_k |f_i - q_k| over k in [lo, hi), ties to the lowest k; f: (R,), q: (m,) -> (R,) int64 pool indices.
+
+    O((R + m) log m) by binary search in the sorted slice instead of an (R, m) distance matrix: the nearest value
+    is the first one >= f_i or the last one < f_i. A stable sort keeps equal values in index order, so the first
+    position of a run of equal values holds the lowest pool index; an exact tie in distance between the two
+    neighbours goes to the lower pool index, as ``argmin`` does.
+    """
+    values, order = torch.sort(q[lo:hi].contiguous(), stable=True)  # (n,), (n,)
+    n = values.numel()
+    right = torch.searchsorted(values, f.contiguous(), side="left")  # first position with value >= f
+    has_right, has_left = right < n, right > 0
+    right_c = right.clamp(max=n - 1)
+    left_value = values[(right - 1).clamp(min=0)]
+    left = torch.searchsorted(values, left_value, side="left")  # first position of the left neighbour's run
+    d_right = (f - values[right_c]).abs()
+    d_left = (f - left_value).abs()
+    take_right = has_right & (~has_left | (d_right < d_left) | ((d_right == d_left) & (order[right_c] < order[left])))
+    return torch.where(take_right, order[right_c], order[left]) + lo
 
 
 @torch.no_grad()
@@ -61,10 +70,10 @@ def nns_select(x: Tensor, step: Tensor, bits: Tensor, kind: str = "code", in_deg
     f = x.detach().abs().reshape(x.size(0), -1).amax(dim=1)  # (N,)
     q = nns_range(step.detach().reshape(-1), bits.detach().reshape(-1), kind)  # (m,)
     if in_deg is None:
-        return _argmin_rows(f, q, 0, q.numel())
+        return _nearest_in_slice(f, q, 0, q.numel())
     idx = torch.empty(f.numel(), dtype=torch.long, device=f.device)
     high, mid, low = degree_pool_slices(q.numel())
     for (lo, hi), sel in ((high, in_deg >= 5), (mid, (in_deg >= 2) & (in_deg < 5)), (low, in_deg < 2)):
         if sel.any():
-            idx[sel] = _argmin_rows(f[sel], q, lo, hi)
+            idx[sel] = _nearest_in_slice(f[sel], q, lo, hi)
     return idx

@@ -218,6 +218,30 @@ def test_nns_select_matches_brute_force(kind):
     assert not torch.equal(nns_range(step, bits, "code"), nns_range(step, bits, "paper"))
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_nns_nearest_search_matches_argmin_with_duplicates_and_ties(seed):
+    """The sorted-pool search equals NumPy's argmin (first minimum) over |f - q|, on a coarse grid where pool
+    values repeat and many rows sit exactly midway between two values, below the smallest or above the largest."""
+    gen = torch.Generator().manual_seed(seed)
+    m, n = int(torch.randint(1, 40, (1,), generator=gen)), 200
+    step = torch.randint(1, 12, (m,), generator=gen).float() * 0.25  # duplicates likely
+    bits = torch.ones(m)  # code range 2^0 * step = step
+    f = torch.randint(-2, 30, (n,), generator=gen).float() * 0.125  # |x| max; midpoints and exact hits
+    x = torch.zeros(n, 3)
+    x[:, 1] = f * torch.where(torch.rand(n, generator=gen) < 0.5, -1.0, 1.0)
+    q = step.numpy()
+    expected = np.abs(np.abs(x.numpy()).max(1)[:, None] - q[None, :]).argmin(1)
+    np.testing.assert_array_equal(nns_select(x, step, bits, "code").numpy(), expected)
+    deg = torch.randint(0, 8, (n,), generator=gen)
+    pool = torch.rand(1000, generator=gen).mul(40).round().div(8) + 0.125  # 1000 entries, heavy duplication
+    got = nns_select(x, pool, torch.ones(1000), "code", deg).numpy()
+    fx = np.abs(x.numpy()).max(1)
+    for (lo, hi), sel in zip(degree_pool_slices(1000), (deg >= 5, (deg >= 2) & (deg < 5), deg < 2)):
+        sel = sel.numpy()
+        ref = np.abs(fx[sel, None] - pool.numpy()[None, lo:hi]).argmin(1) + lo
+        np.testing.assert_array_equal(got[sel], ref)
+
+
 def test_nns_degree_mode_searches_its_slice():
     m = 1000
     assert degree_pool_slices(m) == ((0, 10), (10, 100), (100, 1000))
