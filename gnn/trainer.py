@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
+from gnn.data.batching import GraphBatcher
 from gnn.data.loaders import GraphData
 from gnn.data.splits import Split
 
@@ -160,14 +161,12 @@ class _Task:
                 self.data.x = self.data.x.to_sparse()
             self.idx = {k: getattr(split, k).to(self.device) for k in ("train", "val", "test")}
         else:
-            from torch_geometric.loader import DataLoader
-
             gen = torch.Generator().manual_seed(seed)
             ds = graph.graphs
             self.loaders = {
-                "train": DataLoader(ds[split.train], batch_size=cfg.batch_size, shuffle=True, generator=gen),
-                "val": DataLoader(ds[split.val], batch_size=256),
-                "test": DataLoader(ds[split.test], batch_size=256),
+                "train": GraphBatcher(ds, split.train, cfg.batch_size, shuffle=True, generator=gen),
+                "val": GraphBatcher(ds, split.val, 256),
+                "test": GraphBatcher(ds, split.test, 256),
             }
 
     def train_step(self, model: nn.Module, opt: torch.optim.Optimizer, penalty) -> float:
