@@ -65,6 +65,8 @@ def _parse() -> argparse.Namespace:
                    help="nonlinearity on every attention branch output (GAT uses elu)")
     p.add_argument("--ema-decay", type=float, default=defaults.ema_decay,
                    help="> 0: evaluate and select on a moving average of the weights (e.g. 0.9); 0 = off")
+    p.add_argument("--label-smoothing", type=float, default=defaults.label_smoothing,
+                   help="training-loss label smoothing in [0, 1) (selection uses plain cross-entropy); 0 = off")
     p.add_argument("--ffn-ratio", type=int, default=defaults.ffn_ratio,
                    help="feed-forward width / hidden (0 = attention-only layers)")
     p.add_argument("--seeds", type=int, default=1, help="number of seeds (0..n-1)")
@@ -133,7 +135,8 @@ def main() -> None:
     cfg = TrainConfig(attention=args.attention, num_layers=args.layers, hidden_dim=args.hidden, num_heads=args.heads,
                       dense_every=args.dense_every, dropout=args.dropout, input_dropout=args.input_dropout,
                       attn_dropout=args.attn_dropout, ffn_ratio=args.ffn_ratio,
-                      branch_activation=args.branch_activation, ema_decay=args.ema_decay, pe=args.pe,
+                      branch_activation=args.branch_activation, ema_decay=args.ema_decay,
+                      label_smoothing=args.label_smoothing, pe=args.pe,
                       max_degree=args.max_degree, lr=args.lr, weight_decay=args.weight_decay,
                       optimizer=args.optimizer, epochs=args.epochs, patience=_patience(args))
     distributed = args.cp * args.hp > 1 or int(os.environ.get("WORLD_SIZE", "1")) > 1

@@ -62,6 +62,7 @@ class TrainConfig:
     ema_decay: float = 0.0  # > 0: evaluate (and select on) an exponential moving average of the weights,
     #                         w_ema <- d * w_ema + (1 - d) * w after every step (Polyak averaging); 0 = off
     num_clusters: int = 16
+    label_smoothing: float = 0.0  # training loss only: targets (1 - e) one-hot + e / C (selection uses plain CE)
 
     def __post_init__(self):
         if self.attention not in ATTENTION_CHOICES:
@@ -76,6 +77,8 @@ class TrainConfig:
             raise ValueError(f"TrainConfig: lr={self.lr}, weight_decay={self.weight_decay}; need lr > 0, wd >= 0")
         if not 0.0 <= self.ema_decay < 1.0:
             raise ValueError(f"TrainConfig: ema_decay={self.ema_decay}; must be in [0, 1) (0 = no weight averaging)")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ValueError(f"TrainConfig: label_smoothing={self.label_smoothing}; must be in [0, 1) (0 = off)")
 
     def schedule(self) -> tuple[str, ...]:
         if self.layer_kinds:
@@ -225,7 +228,8 @@ def train_seed(model: GraphTransformer, data, split, pe: Tensor, rows: Rows, cfg
         model.train()
         pe_epoch = random_sign_flip(pe, gen) if cfg.pe == "laplacian" else pe
         logits = model(x, rows.graph, pe=rows.shard(pe_epoch), step=epoch)
-        loss = F.cross_entropy(logits[train_local], y[train_local], reduction="sum") / split.train.numel()
+        loss = F.cross_entropy(logits[train_local], y[train_local], reduction="sum",
+                               label_smoothing=cfg.label_smoothing) / split.train.numel()
         if penalty is not None:
             loss = loss + penalty()
         opt.zero_grad()
