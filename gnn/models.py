@@ -38,6 +38,10 @@ class ModelConfig:
             concatenated, then a two-layer head, as in the GIN paper).
         readout_input: graph tasks: also pool the input features into the readout (the GIN paper's readout
             runs over every iteration "including k = 0", Xu et al. 2019, Eq. 4.2).
+        head: graph tasks: ``"mlp"`` concatenates the readouts into Linear -> ReLU -> Dropout -> Linear;
+            ``"linear-sum"`` is the GIN paper's prediction: one Linear per readout to class scores, each dropped
+            out, summed (powerful-gnns ``graphcnn.py``). With sum pooling over graphs of hundreds of nodes the
+            readouts are large and the MLP head's ReLU units die in the first steps (PROTEINS GIN: majority class).
     """
 
     arch: Literal["gcn", "gin", "gat", "sage"]
@@ -53,6 +57,7 @@ class ModelConfig:
     attn_dropout: float = 0.6
     pool: Literal["none", "sum", "mean"] = "none"
     readout_input: bool = False
+    head: Literal["mlp", "linear-sum"] = "mlp"
 
     def __post_init__(self) -> None:
         if self.arch not in ARCHS:
@@ -67,6 +72,8 @@ class ModelConfig:
             raise ValueError(f"ModelConfig: unknown norm {self.norm!r}; valid: none, batch, layer")
         if self.pool not in ("none", "sum", "mean"):
             raise ValueError(f"ModelConfig: unknown pool {self.pool!r}; valid: none, sum, mean")
+        if self.head not in ("mlp", "linear-sum"):
+            raise ValueError(f"ModelConfig: unknown head {self.head!r}; valid: mlp, linear-sum")
 
 
 def make_conv(cfg: ModelConfig, in_dim: int, out_dim: int, is_last: bool) -> nn.Module:
@@ -126,9 +133,12 @@ class GNN(nn.Module):
             self.convs.append(make_conv(cfg, dims[i], dims[i + 1], is_last))
             self.norms.append(nn.Identity() if is_last and node_task else _norm(cfg.norm, dims[i + 1]))
         if not node_task:
-            readout = sum(dims if cfg.readout_input else dims[1:])
-            self.head = nn.Sequential(Linear(readout, hidden), nn.ReLU(), nn.Dropout(cfg.dropout),
-                                      Linear(hidden, cfg.out_dim))
+            widths = dims if cfg.readout_input else dims[1:]  # of the readouts, in order
+            if cfg.head == "linear-sum":
+                self.readout_heads = nn.ModuleList(Linear(w, cfg.out_dim) for w in widths)
+            else:
+                self.head = nn.Sequential(Linear(sum(widths), hidden), nn.ReLU(), nn.Dropout(cfg.dropout),
+                                          Linear(hidden, cfg.out_dim))
 
     def reset_parameters(self) -> None:
         for m in self.modules():
@@ -157,6 +167,9 @@ class GNN(nn.Module):
         if batch is None:
             batch = torch.zeros(x.size(0), dtype=torch.long, device=x.device)
         pool = global_add_pool if cfg.pool == "sum" else global_mean_pool
+        if cfg.head == "linear-sum":  # sum over readouts of dropout(Linear(pool(h))), each (G, C)
+            return sum(F.dropout(lin(pool(r, batch)), cfg.dropout, self.training)
+                       for lin, r in zip(self.readout_heads, readouts, strict=True))
         pooled = torch.cat([pool(r, batch) for r in readouts], dim=-1)  # (G, sum of widths)
         return self.head(pooled)
 

@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from gnn.models import ARCHS, ModelConfig, build_model
 
@@ -69,3 +70,31 @@ def test_graph_readout_can_include_the_input():
     assert out.shape == (1, 2)
     out.sum().backward()
     assert with_input.head[0].weight.grad[:, :4].abs().sum() > 0  # the input columns receive gradient
+
+
+def test_linear_sum_head_is_the_gin_papers_prediction():
+    """head="linear-sum": logits = sum over readouts l of Linear_l(sum-pool(h_l)) (eval: no dropout), the input
+    readout included; the PROTEINS/MUTAG GIN preset uses it."""
+    from torch_geometric.nn import global_add_pool
+
+    from gnn.data.loaders import load_dataset
+    from gnn.presets import model_and_train_config
+
+    torch.manual_seed(0)
+    cfg = ModelConfig(arch="gin", in_dim=4, out_dim=3, hidden_dim=8, num_layers=2, pool="sum", norm="batch",
+                      readout_input=True, head="linear-sum")
+    m = build_model(cfg).eval()
+    assert not hasattr(m, "head") and [h.in_dim for h in m.readout_heads] == [4, 8, 8]
+    x, batch = torch.randn(7, 4), torch.tensor([0, 0, 0, 1, 1, 1, 1])
+    ei = torch.tensor([[0, 1, 3, 4, 5], [1, 2, 4, 5, 6]])
+    hidden = []
+    h = x
+    for conv, norm in zip(m.convs, m.norms, strict=True):
+        h = torch.relu(norm(conv(h, ei)))
+        hidden.append(h)
+    expected = sum(F.linear(global_add_pool(r, batch), lin.weight, lin.bias)
+                   for lin, r in zip(m.readout_heads, [x, *hidden], strict=True))
+    torch.testing.assert_close(m(x, ei, batch), expected)
+    assert model_and_train_config(load_dataset("mutag"), "gin")[0].head == "linear-sum"
+    with pytest.raises(ValueError, match="unknown head"):
+        ModelConfig(arch="gin", in_dim=4, out_dim=2, pool="sum", head="mean")

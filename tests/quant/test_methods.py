@@ -30,10 +30,10 @@ def small_graph(n=60, f=12, c=3, seed=0):
                 num_nodes=n)
 
 
-def model_for(arch, data, pool="none", c=3):
+def model_for(arch, data, pool="none", c=3, head="mlp"):
     torch.manual_seed(0)
     return build_model(ModelConfig(arch=arch, in_dim=data.x.size(1), out_dim=c, hidden_dim=8, heads=2,
-                                   pool=pool, norm="batch" if pool != "none" else "none"))
+                                   pool=pool, norm="batch" if pool != "none" else "none", head=head))
 
 
 def points(model):
@@ -153,11 +153,12 @@ def test_degree_aware_shares_parameters_by_in_degree():
     assert [r["bits"] for r in table] == [1, 2, 3, 4, 5, 6] and table[-1]["max_degree"] is None
 
 
+@pytest.mark.parametrize("head", ["mlp", "linear-sum"])
 @pytest.mark.parametrize("method", ["a2q", "degree-aware"])
-def test_graph_task_uses_batch_graph(method):
+def test_graph_task_uses_batch_graph(method, head):
     graphs = [small_graph(n=10 + i, f=5, seed=i) for i in range(4)]
     batch = Batch.from_data_list(graphs)
-    model = model_for("gin", batch, pool="sum", c=2)
+    model = model_for("gin", batch, pool="sum", c=2, head=head)
     cfg = QuantConfig(method=method, nns_pool_size=50, num_degree_buckets=8)
     quantize_(model, cfg, None)
     model.train()
@@ -166,6 +167,8 @@ def test_graph_task_uses_batch_graph(method):
     (out.sum() + quant_penalty(model)).backward()
     q = model.convs[1].q_aggregate
     assert q.scheme == ("nns" if method == "a2q" else "degree") and q.local is False
+    heads = model.readout_heads if head == "linear-sum" else [model.head[0], model.head[3]]
+    assert not any(isinstance(h.q_weight, QuantPoint) for h in heads)  # the head's weights are quantized too
     assert q.step.grad is not None and (q.step.grad != 0).sum() >= 1
     model.eval()
     with torch.no_grad():
