@@ -87,6 +87,17 @@ def test_weight_average_matches_the_recurrence_and_swaps_back():
         assert torch.equal(p, t)
 
 
+def _setup(gd, cfg):
+    """(attention graph, PE, single-process rows, a builder of the seeded model) for ``cfg`` on ``gd``."""
+    graph, pe = prepare(gd.data, cfg)
+
+    def build():
+        torch.manual_seed(0)
+        return GraphTransformer(model_config(cfg, gd.num_features, gd.num_classes))
+
+    return graph, pe, single_process_rows(graph), build
+
+
 def test_training_with_weight_average_selects_on_the_averaged_weights():
     """The run with ema_decay trains the same raw weights as the run without, and its selected record is the best
     epoch of the averaged weights, recomputed here from the raw weights recorded after every step."""
@@ -95,13 +106,7 @@ def test_training_with_weight_average_selects_on_the_averaged_weights():
     gd = sbm_graph(80, num_classes=4, avg_degree=6, num_features=8, seed=0)
     cfg = TrainConfig(attention="sparse", num_layers=2, hidden_dim=16, num_heads=2, dropout=0.0, input_dropout=0.0,
                       optimizer="adamw", lr=1e-2, epochs=10, patience=10, ema_decay=0.7)
-    graph, pe = prepare(gd.data, cfg)
-    rows = single_process_rows(graph)
-
-    def build():
-        torch.manual_seed(0)
-        return GraphTransformer(model_config(cfg, gd.num_features, gd.num_classes))
-
+    _, pe, rows, build = _setup(gd, cfg)
     averaged_model = build()
     record = train_seed(averaged_model, gd.data, gd.splits[0], pe, rows, cfg, seed=0)
 
@@ -153,13 +158,7 @@ def test_label_smoothing_trains_on_smoothed_targets():
     gd = sbm_graph(60, num_classes=3, avg_degree=5, num_features=6, seed=1)
     cfg = TrainConfig(attention="sparse", num_layers=1, hidden_dim=8, num_heads=2, dropout=0.0, input_dropout=0.0,
                       epochs=1, patience=1, label_smoothing=0.2)
-    graph, pe = prepare(gd.data, cfg)
-    rows = single_process_rows(graph)
-
-    def build():
-        torch.manual_seed(0)
-        return GraphTransformer(model_config(cfg, gd.num_features, gd.num_classes))
-
+    graph, pe, rows, build = _setup(gd, cfg)
     model = build()
     train_seed(model, gd.data, gd.splits[0], pe, rows, cfg, seed=0, opt=torch.optim.SGD(model.parameters(), lr=1.0))
     ref = build()
