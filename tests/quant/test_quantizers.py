@@ -236,7 +236,7 @@ def test_nns_nearest_search_matches_argmin_with_duplicates_and_ties(seed):
     pool = torch.rand(1000, generator=gen).mul(40).round().div(8) + 0.125  # 1000 entries, heavy duplication
     got = nns_select(x, pool, torch.ones(1000), "code", deg).numpy()
     fx = np.abs(x.numpy()).max(1)
-    for (lo, hi), sel in zip(degree_pool_slices(1000), (deg >= 5, (deg >= 2) & (deg < 5), deg < 2)):
+    for (lo, hi), sel in zip(degree_pool_slices(1000), (deg >= 5, (deg >= 2) & (deg < 5), deg < 2), strict=True):
         sel = sel.numpy()
         ref = np.abs(fx[sel, None] - pool.numpy()[None, lo:hi]).argmin(1) + lo
         np.testing.assert_array_equal(got[sel], ref)
