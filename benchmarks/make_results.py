@@ -157,10 +157,18 @@ def render_a2q_headline(cells: list[dict]) -> list[str]:
     return lines + [""]
 
 
+def _live_commands(res: dict) -> list[str]:
+    """The file's commands that still own a cell, in their recorded order (cells without a command keep all)."""
+    commands = res.get("commands", [res.get("command", "")])
+    owners = {c.get("command") for c in res.get("cells", [])}
+    return commands if None in owners else [c for c in commands if c in owners]
+
+
 def render_quant(res: dict) -> list[str]:
     lines = ["## Quantization (validation-selected test accuracy, %)", "",
-             "File: `benchmarks/results/quant_table.json`; commands: "
-             + "; ".join(f"`{c}`" for c in res.get("commands", [res.get("command", "")])) + ".",
+             "File: `benchmarks/results/quant_table.json`; commands (those whose cells are still in the file; a "
+             "cell rerun under another command replaces the old one): "
+             + "; ".join(f"`{c}`" for c in _live_commands(res)) + ".",
              "", res.get("note", ""), "", *render_quant_grid(res.get("cells", [])),
              *render_a2q_headline(res.get("cells", [])),
              "Every cell, including the tuning runs of the A2Q headline (Cora GCN at 1.7 bits):", "",
