@@ -28,3 +28,12 @@ def save_results(name: str, payload: dict) -> Path:
     path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(payload, indent=2, sort_keys=True))
     return path
+
+
+QUANT_TRAINING_FIELDS = ("epochs", "dropout", "weight_decay", "features", "hidden_dim", "device")
+
+
+def quant_training_key(cell: dict) -> tuple:
+    """What a quantization-table cell was trained with, beyond dataset, model and method: two cells with equal keys
+    ran the same training (used to replace re-run cells and to pair an A2Q run with its FP32 run)."""
+    return tuple(cell.get(k) for k in QUANT_TRAINING_FIELDS)

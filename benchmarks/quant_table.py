@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 import numpy as np
 import torch
+from _common import quant_training_key  # noqa: E402  (benchmarks/ is on the path: scripts run from it)
 
 from gnn.data.loaders import load_dataset
 from gnn.data.registry import FEATURE_PREPROCESSING
@@ -187,8 +188,8 @@ def main(argv=None) -> dict:
 
 
 def _cell_key(c: dict) -> tuple:
-    return (c["dataset"], c["model"], c["method"], c.get("target_bits"), c.get("penalty_weight"), c.get("epochs"),
-            c.get("dropout"), c.get("weight_decay"), c.get("features"), c.get("device"), c.get("hidden_dim"))
+    return (c["dataset"], c["model"], c["method"], c.get("target_bits"), c.get("penalty_weight"),
+            *quant_training_key(c))
 
 
 def _write(path: Path, command: str, seeds, t0: float, cells: list[dict], previous: dict | None = None,
