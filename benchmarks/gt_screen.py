@@ -8,12 +8,18 @@ Each ``--variant NAME[:field=value,...]`` overrides fields of ``gt_accuracy.GT_C
 same seeds 0..n-1 through the same single-process runner as ``gt_accuracy.py``, one thread. Variants are compared on
 their mean validation accuracy (the selection criterion); test accuracy is reported beside it and never used to
 choose. Results merge into ``benchmarks/results/gt_screen.json`` per (dataset, variant), so a screen can grow over
-sessions.
+sessions. ``--device cuda`` runs the seeds on the GPU and files the variants under ``<dataset>_cuda`` (GPU numerics
+differ from CPU ones, so each group has its own ``base``). Side-by-side screens write separate files
+(``--out``) and are folded into the results file afterwards with ``--merge-file``:
+
+    python benchmarks/gt_screen.py --device cuda --out /scratch/a.json --variant base --variant ...
+    python benchmarks/gt_screen.py --merge-file /scratch/a.json --merge-file /scratch/b.json
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from dataclasses import asdict, fields, replace
@@ -24,7 +30,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import load_results, machine, save_results  # noqa: E402
+from _common import RESULTS, machine  # noqa: E402
 from gt_accuracy import GT_CONFIG, _gt_seed, _stats  # noqa: E402
 
 from graphtransformer.training import TrainConfig  # noqa: E402
@@ -55,10 +61,10 @@ def parse_variant(text: str) -> tuple[str, dict]:
     return name, overrides
 
 
-def run_variant(dataset: str, overrides: dict, seeds: list[int]) -> dict:
+def run_variant(dataset: str, overrides: dict, seeds: list[int], device: str = "cpu") -> dict:
     cfg = replace(GT_CONFIG, **overrides)  # TrainConfig validates the values
     t0 = time.perf_counter()
-    records = [_gt_seed(dataset, seed, cfg, 1) for seed in seeds]
+    records = [_gt_seed(dataset, seed, cfg, 1, device=device) for seed in seeds]
     return {"overrides": {k: list(v) if isinstance(v, tuple) else v for k, v in overrides.items()},
             "config": asdict(cfg), "seeds": seeds,
             "val_acc": _stats([r["val_acc"] for r in records]), "test_acc": _stats([r["test_acc"] for r in records]),
@@ -67,28 +73,63 @@ def run_variant(dataset: str, overrides: dict, seeds: list[int]) -> dict:
             "seconds": time.perf_counter() - t0}
 
 
+def _load(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def _save(path: Path, result: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2, sort_keys=True))
+
+
+def merge_screens(result: dict, other: dict) -> list[str]:
+    """Fold the variants of ``other`` into ``result`` (same (group, variant) replaced); returns what was added."""
+    if "datasets" not in other:
+        raise SystemExit("error: --merge-file: not a gt_screen result (no 'datasets' key)")
+    added = []
+    for group, variants in other["datasets"].items():
+        for name, entry in variants.items():
+            if "val_acc" not in entry or "command" not in entry:
+                raise SystemExit(f"error: --merge-file: variant {group}/{name} has no val_acc or command")
+            result.setdefault("datasets", {}).setdefault(group, {})[name] = entry
+            added.append(f"{group}/{name}")
+    return added
+
+
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset", default="cora")
     p.add_argument("--seeds", type=int, default=5)
-    p.add_argument("--variant", action="append", required=True, metavar="NAME[:field=value,...]",
+    p.add_argument("--variant", action="append", default=[], metavar="NAME[:field=value,...]",
                    help="repeatable; 'base' with no overrides is the default configuration")
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    p.add_argument("--out", type=Path, default=RESULTS / "gt_screen.json", help="result file (read, then extended)")
+    p.add_argument("--merge-file", type=Path, action="append", default=[],
+                   help="fold the variants of another screen's result file into --out (no training)")
     args = p.parse_args(argv)
+    if bool(args.variant) == bool(args.merge_file):
+        p.error("give --variant (run a screen) or --merge-file (fold result files in), not both or neither")
+    result = _load(args.out)
+    result.setdefault("datasets", {})
+    for path in args.merge_file:
+        print(f"merged from {path}: {', '.join(merge_screens(result, _load(path))) or 'nothing'}")
+        _save(args.out, result)
     variants = [parse_variant(v) for v in args.variant]
     torch.set_num_threads(1)
     seeds = list(range(args.seeds))
-    result = load_results("gt_screen")
-    result.setdefault("datasets", {})
+    group = args.dataset if args.device == "cpu" else f"{args.dataset}_cuda"
+    device_flag = "" if args.device == "cpu" else f" --device {args.device}"
     for text, (name, overrides) in zip(args.variant, variants, strict=True):
-        print(f"{args.dataset}: variant {name} {overrides}", flush=True)
-        entry = run_variant(args.dataset, overrides, seeds)
-        entry["command"] = (f"python benchmarks/gt_screen.py --dataset {args.dataset} --seeds {args.seeds} "
-                            f"--variant {text}")
+        print(f"{group}: variant {name} {overrides}", flush=True)
+        entry = run_variant(args.dataset, overrides, seeds, args.device)
+        entry["command"] = (f"python benchmarks/gt_screen.py --dataset {args.dataset} --seeds {args.seeds}"
+                            f"{device_flag} --variant {text}")
+        entry["device"] = machine()["cuda"] if args.device == "cuda" else "cpu"
         print(f"  val {entry['val_acc']['mean']:.2f}  test {entry['test_acc']['mean']:.2f} "
               f"+- {entry['test_acc']['std']:.2f}", flush=True)
-        result["datasets"].setdefault(args.dataset, {})[name] = entry
+        result["datasets"].setdefault(group, {})[name] = entry
         result["machine"] = machine()
-        save_results("gt_screen", result)
+        _save(args.out, result)
     return result
 
 

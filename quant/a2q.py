@@ -112,8 +112,8 @@ class A2QQuantizer(nn.Module):
                 s = torch.where(row_max > 0, row_max, torch.full_like(row_max, fallback)).view(-1, 1)
             elif self.scheme == "degree":
                 idx = self._rows_index(x)
-                total = torch.zeros(self.num_buckets, device=x.device).index_add_(0, idx, row_max)
-                count = torch.zeros(self.num_buckets, device=x.device).index_add_(0, idx, torch.ones_like(row_max))
+                total = row_max.new_zeros(self.num_buckets).index_add_(0, idx, row_max)  # input's dtype
+                count = row_max.new_zeros(self.num_buckets).index_add_(0, idx, torch.ones_like(row_max))
                 s = torch.where(count > 0, total / count.clamp_min(1), torch.full_like(total, fallback))
                 s = s.clamp_min(1e-6).view(-1, 1)
             else:  # nns: log-spaced pool between a low quantile and the maximum of the row maxima

@@ -1,5 +1,6 @@
 """benchmarks/gt_screen.py: variant parsing (typed overrides, clear errors) and one tiny variant run on Cora."""
 
+import json
 import sys
 from pathlib import Path
 
@@ -8,7 +9,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-from gt_screen import parse_variant, run_variant  # noqa: E402
+from gt_screen import main, merge_screens, parse_variant, run_variant  # noqa: E402
 
 
 def test_variant_overrides_are_typed_like_the_config():
@@ -37,3 +38,28 @@ def test_tiny_variant_runs_and_reports_validation_and_test():
     assert out["config"]["epochs"] == 2 and out["overrides"]["layer_kinds"] == ["sparse", "dense"]
     assert 0.0 < out["val_acc"]["mean"] <= 100.0 and len(out["per_seed"]) == 1
     assert out["per_seed"][0]["epoch"] in (0, 1)
+
+
+def test_side_by_side_screens_fold_into_one_file(tmp_path):
+    threads = torch.get_num_threads()
+    tiny = "epochs=1,patience=1,num_layers=2,layer_kinds=sparse/dense,hidden_dim=8,num_heads=2"
+    try:
+        main(["--seeds", "1", "--out", str(tmp_path / "a.json"), "--variant", f"a:{tiny}"])
+        main(["--seeds", "1", "--out", str(tmp_path / "b.json"), "--variant", f"b:{tiny}"])
+    finally:
+        torch.set_num_threads(threads)
+    main(["--out", str(tmp_path / "all.json"), "--merge-file", str(tmp_path / "a.json"),
+          "--merge-file", str(tmp_path / "b.json")])
+    merged = json.loads((tmp_path / "all.json").read_text())
+    assert sorted(merged["datasets"]["cora"]) == ["a", "b"]
+    a = json.loads((tmp_path / "a.json").read_text())["datasets"]["cora"]["a"]
+    assert merged["datasets"]["cora"]["a"] == a and a["device"] == "cpu" and "--device" not in a["command"]
+
+
+def test_merge_refuses_foreign_files_and_mixed_modes(tmp_path):
+    (tmp_path / "x.json").write_text(json.dumps({"cells": []}))
+    with pytest.raises(SystemExit, match="not a gt_screen result"):
+        main(["--out", str(tmp_path / "all.json"), "--merge-file", str(tmp_path / "x.json")])
+    with pytest.raises(SystemExit):
+        main(["--out", str(tmp_path / "all.json")])  # neither variants nor files
+    assert merge_screens({}, {"datasets": {"cora_cuda": {"v": {"val_acc": {}, "command": "c"}}}}) == ["cora_cuda/v"]
