@@ -122,7 +122,10 @@ def affine_qparams(lo: Tensor, hi: Tensor, num_bits: int) -> tuple[Tensor, Tenso
     """
     qmin, qmax = -(2 ** (num_bits - 1)), 2 ** (num_bits - 1) - 1
     lo, hi = torch.clamp(lo, max=0.0), torch.clamp(hi, min=0.0)
-    scale = torch.clamp((hi - lo) / (qmax - qmin), min=1e-8)
+    # Divide by a tensor, not a Python number: CUDA multiplies by the number's reciprocal, one float32 ulp off the
+    # CPU's quotient, and the codes of a GPU-trained model would then differ from the CPU's.
+    span = hi - lo
+    scale = torch.clamp(span / span.new_tensor(float(qmax - qmin)), min=1e-8)
     zp = torch.clamp(qmin - torch.round(lo / scale), qmin, qmax)
     return scale, zp, qmin, qmax
 
