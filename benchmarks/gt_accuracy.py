@@ -87,14 +87,8 @@ def _gt_seed(name: str, seed: int, cfg: TrainConfig, threads: int, qcfg: QuantCo
     return record
 
 
-def run_gt(name: str, seeds: list[int], cfg: TrainConfig, jobs: int, threads: int,
-           qcfg: QuantConfig | None = None, device: str = "cpu") -> dict:
-    if jobs > 1:
-        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            records = list(pool.map(_gt_seed, [name] * len(seeds), seeds, [cfg] * len(seeds),
-                                    [threads] * len(seeds), [qcfg] * len(seeds)))
-    else:
-        records = [_gt_seed(name, seed, cfg, threads, qcfg, device) for seed in seeds]
+def gt_entry(records: list[dict], cfg: TrainConfig, qcfg: QuantConfig | None, seeds_planned: int) -> dict:
+    """The result row of finished seed runs; ``complete`` is False while fewer than planned have finished."""
     bits = {}
     if qcfg is not None:
         avg = [r["final_avg_bits"] for r in records]
@@ -102,7 +96,25 @@ def run_gt(name: str, seeds: list[int], cfg: TrainConfig, jobs: int, threads: in
     return {**bits, "test_acc": _stats([r["test_acc"] for r in records]),
             "val_acc": _stats([r["val_acc"] for r in records]),
             "seeds": records, "schedule": list(cfg.schedule()), "config": asdict(cfg),
-            "seconds_per_seed": [r["seconds"] for r in records]}
+            "seconds_per_seed": [r["seconds"] for r in records],
+            "complete": len(records) == seeds_planned, "seeds_planned": seeds_planned}
+
+
+def run_gt(name: str, seeds: list[int], cfg: TrainConfig, jobs: int, threads: int,
+           qcfg: QuantConfig | None = None, device: str = "cpu", on_seed=None) -> dict:
+    """All seeds' runs -> :func:`gt_entry`. One process at a time (``jobs`` = 1) calls ``on_seed(partial_entry)``
+    after every seed, so a run stopped at a time limit keeps the seeds it finished."""
+    if jobs > 1:
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            records = list(pool.map(_gt_seed, [name] * len(seeds), seeds, [cfg] * len(seeds),
+                                    [threads] * len(seeds), [qcfg] * len(seeds)))
+    else:
+        records = []
+        for seed in seeds:
+            records.append(_gt_seed(name, seed, cfg, threads, qcfg, device))
+            if on_seed is not None and len(records) < len(seeds):
+                on_seed(gt_entry(records, cfg, qcfg, len(seeds)))
+    return gt_entry(records, cfg, qcfg, len(seeds))
 
 
 def main() -> None:
@@ -146,16 +158,20 @@ def main() -> None:
             print(f"{name}: gcn baseline", flush=True)
             gcn = run_gcn(graph, seeds, args.device)
         print(f"{name}: graph transformer ({key})", flush=True)
-        gt = run_gt(name, seeds, cfg, args.jobs, args.threads, qcfg, args.device)
-        gt["command"] = " ".join(sys.argv)
-        gt["device"] = machine()["cuda"] if args.device == "cuda" else "cpu"
-        entry = {gcn_key: gcn, key: gt}
-        if not qcfg:
-            entry["gap_pts"] = gt["test_acc"]["mean"] - gcn["test_acc"]["mean"]
-        result["datasets"].setdefault(name, {}).update(entry)
-        result["machine"] = machine()
-        result["command"] = " ".join(sys.argv)
-        save_results("gt_accuracy", result)
+
+        def store(gt: dict, name=name, gcn=gcn) -> None:
+            gt["command"] = " ".join(sys.argv)
+            gt["device"] = machine()["cuda"] if args.device == "cuda" else "cpu"
+            entry = {gcn_key: gcn, key: gt}
+            if not qcfg:
+                entry["gap_pts"] = gt["test_acc"]["mean"] - gcn["test_acc"]["mean"]
+            result["datasets"].setdefault(name, {}).update(entry)
+            result["machine"] = machine()
+            result["command"] = " ".join(sys.argv)
+            save_results("gt_accuracy", result)
+
+        gt = run_gt(name, seeds, cfg, args.jobs, args.threads, qcfg, args.device, on_seed=store)
+        store(gt)
         print(f"{name}: GCN {gcn['test_acc']['mean']:.2f} +- {gcn['test_acc']['std']:.2f}  GT[{key}] "
               f"{gt['test_acc']['mean']:.2f} +- {gt['test_acc']['std']:.2f}  ({len(seeds)} seeds)", flush=True)
 

@@ -257,9 +257,12 @@ def render_gt_accuracy(res: dict) -> list[str]:
             fp32_key = f"gt_{cfg.get('attention', 'interleaved')}" + ("_cuda" if key.endswith("_cuda") else "")
             fp32 = d.get(fp32_key) if bits is not None else None
             own = f"{gt['test_acc']['mean'] - fp32['test_acc']['mean']:+.2f}" if fp32 else "-"
+            seeds = str(gt["test_acc"]["n"])
+            if not gt.get("complete", True):  # a run stopped at its time limit keeps its finished seeds
+                seeds += f" of {gt['seeds_planned']} (stopped)"
             lines.append(f"| {name} | {_pm(gcn['test_acc'])} | {variant} | {_pm(gt['test_acc'])} | "
                          f"{'32 (FP32)' if bits is None else f'{bits:.2f}'} | {gap:+.2f} | {own} | "
-                         f"{gt['test_acc']['n']} | "
+                         f"{seeds} | "
                          f"{gt.get('device', 'cpu')} | "
                          f"{'`' + gt['command'] + '`' if gt.get('command') else '-'} |")
     return lines + [""]

@@ -12,6 +12,9 @@
 # took 300 s. Degree-Quant cells cost 14-23x an FP32 epoch on the GPU (percentile ranges every step), so a
 # SAGE row's DQ-INT8 cell alone took about 7 minutes on Coauthor CS: give each model its own lease, e.g.
 # MODELS=sage, then gin, then gat, or METHODS=a2q,degree-aware to fill the learned-bit cells first.
+# Do not crowd the GPU: a lease that ran twelve benchmark processes at once (this script for gin, gat and sage, the
+# CiteSeer rows, graph-transformer runs) held the GPU at 100 % and each process finished only its FP32 and first A2Q
+# cells (2 of 7) in 470 s. Two to four processes per lease.
 set -u
 OUT=${OUT:-benchmarks/results/gpu}
 PY=${PY:-python3}

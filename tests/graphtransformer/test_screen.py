@@ -63,3 +63,24 @@ def test_merge_refuses_foreign_files_and_mixed_modes(tmp_path):
     with pytest.raises(SystemExit):
         main(["--out", str(tmp_path / "all.json")])  # neither variants nor files
     assert merge_screens({}, {"datasets": {"cora_cuda": {"v": {"val_acc": {}, "command": "c"}}}}) == ["cora_cuda/v"]
+
+
+def test_stopped_accuracy_run_keeps_its_finished_seeds(monkeypatch):
+    """gt_accuracy.run_gt hands every partial row to on_seed, so a run killed at a lease's time limit keeps the seeds
+    it finished; RESULTS marks such a row as stopped."""
+    import gt_accuracy
+    from make_results import render_gt_accuracy
+
+    def fake_seed(name, seed, cfg, threads, qcfg=None, device="cpu"):
+        return {"seed": seed, "test_acc": 0.5 + seed / 10, "val_acc": 0.6, "seconds": 1.0, "epoch": 3}
+
+    monkeypatch.setattr(gt_accuracy, "_gt_seed", fake_seed)
+    partial = []
+    full = gt_accuracy.run_gt("cora", [0, 1, 2], gt_accuracy.GT_CONFIG, 1, 1, on_seed=partial.append)
+    assert [p["test_acc"]["n"] for p in partial] == [1, 2] and not any(p["complete"] for p in partial)
+    assert full["complete"] and full["test_acc"]["n"] == 3 and full["test_acc"]["mean"] == pytest.approx(60.0)
+    gcn = {"test_acc": {"mean": 81.0, "std": 0.5, "n": 3}}
+    rows = render_gt_accuracy({"datasets": {"cora": {"gcn": gcn, "gt_interleaved": partial[-1]}}})
+    assert any("| 2 of 3 (stopped) |" in r for r in rows)
+    rows = render_gt_accuracy({"datasets": {"cora": {"gcn": gcn, "gt_interleaved": full}}})
+    assert any("| 3 | cpu |" in r for r in rows)
