@@ -66,6 +66,9 @@ class GraphTransformerConfig:
     ffn_ratio: int = 2  # feed-forward width = ffn_ratio * hidden_dim; 0 = attention-only layers (no FFN block)
     branch_activation: str = "none"  # on every attention branch's output: "none", "elu" (GAT's nonlinearity
     #                                  between layers) or "gelu"; attention-only layers are otherwise linear but for LN
+    layer_scale: float = 0.0  # > 0: every residual branch is scaled by a learned per-channel vector initialised to
+    #                           this value (LayerScale, Touvron et al. 2021, CaiT): a small value starts the dense
+    #                           layers near the identity; 0 = off (no extra parameters)
     pe_dim: int = 8
     max_degree: int = 64
 
@@ -82,9 +85,10 @@ class GraphTransformerConfig:
         bad = [k for k in self.schedule if k not in ATTENTION_KINDS]
         if bad:
             raise ValueError(f"GraphTransformerConfig: unknown attention kind(s) {bad}; valid: {ATTENTION_KINDS}")
-        if self.dense_every < 0 or self.pe_dim < 0 or self.max_degree < 0 or self.ffn_ratio < 0:
+        if self.dense_every < 0 or self.pe_dim < 0 or self.max_degree < 0 or self.ffn_ratio < 0 \
+                or self.layer_scale < 0:
             raise ValueError("GraphTransformerConfig: need dense_every >= 0, pe_dim >= 0, max_degree >= 0, "
-                             "ffn_ratio >= 0")
+                             f"ffn_ratio >= 0, layer_scale >= 0 (got layer_scale={self.layer_scale})")
         if not all(0.0 <= p < 1.0 for p in (self.dropout, self.input_dropout, self.attn_dropout)):
             raise ValueError(f"GraphTransformerConfig: dropout={self.dropout}, input_dropout={self.input_dropout}, "
                              f"attn_dropout={self.attn_dropout}; each must be in [0, 1)")
@@ -184,11 +188,13 @@ class TransformerLayer(nn.Module):
     """Pre-norm block: h + act(Attn(LN(h))), then h + FFN(LN(h)) (FFN width ``ffn_ratio`` * hidden;
     ``ffn_ratio=0`` drops the FFN block; ``act`` = ``branch_activation``, identity by default). With
     ``sparse_residual=False`` topology layers (sparse / cluster / flex) use h = act(Attn(LN(h))); a layer run with the
-    dense kernel (its schedule, or a per-step dense step) keeps the residual.
+    dense kernel (its schedule, or a per-step dense step) keeps the residual. ``layer_scale`` > 0 multiplies each
+    residual branch by a learned per-channel vector (``gamma_attn``, ``gamma_ffn``) starting at that value.
     """
 
     def __init__(self, hidden_dim: int, num_heads: int, dropout: float, attn_dropout: float = 0.0,
-                 sparse_residual: bool = True, ffn_ratio: int = 2, branch_activation: str = "none"):
+                 sparse_residual: bool = True, ffn_ratio: int = 2, branch_activation: str = "none",
+                 layer_scale: float = 0.0):
         super().__init__()
         self.act = BRANCH_ACTIVATIONS[branch_activation]()
         self.sparse_residual = sparse_residual
@@ -202,12 +208,20 @@ class TransformerLayer(nn.Module):
         else:
             self.norm2 = self.ffn = None
         self.drop = nn.Dropout(dropout)
+        self.gamma_attn = nn.Parameter(torch.full((hidden_dim,), layer_scale)) if layer_scale else None
+        self.gamma_ffn = nn.Parameter(torch.full((hidden_dim,), layer_scale)) if layer_scale and ffn_ratio else None
 
     def forward(self, h: Tensor, graph, kind: str) -> Tensor:
         h = self.q_input(h)  # (N, F) node features entering the layer
         a = self.drop(self.act(self.attn(self.norm1(h), graph, kind)))
-        h = h + a if kind == "dense" or self.sparse_residual else a
-        return h if self.ffn is None else h + self.drop(self.ffn(self.norm2(h)))
+        if kind == "dense" or self.sparse_residual:
+            h = h + (a if self.gamma_attn is None else self.gamma_attn * a)
+        else:
+            h = a  # GAT-like topology layer: no residual branch to scale
+        if self.ffn is None:
+            return h
+        f = self.drop(self.ffn(self.norm2(h)))
+        return h + (f if self.gamma_ffn is None else self.gamma_ffn * f)
 
 
 def feature_dropout(x: Tensor, p: float, training: bool) -> Tensor:
@@ -234,7 +248,8 @@ class GraphTransformer(nn.Module):
         if self.pe is not None:
             nn.init.normal_(self.pe.weight, std=0.02)
         self.layers = nn.ModuleList(TransformerLayer(cfg.hidden_dim, cfg.num_heads, cfg.dropout, cfg.attn_dropout,
-                                                     cfg.sparse_residual, cfg.ffn_ratio, cfg.branch_activation)
+                                                     cfg.sparse_residual, cfg.ffn_ratio, cfg.branch_activation,
+                                                     cfg.layer_scale)
                                     for _ in range(cfg.num_layers))
         self.norm = nn.LayerNorm(cfg.hidden_dim)
         self.head = Linear(cfg.hidden_dim, cfg.out_dim)

@@ -63,6 +63,9 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--attn-dropout", type=float, default=defaults.attn_dropout, help="sparse layers, 1 process")
     p.add_argument("--branch-activation", default=defaults.branch_activation, choices=tuple(BRANCH_ACTIVATIONS),
                    help="nonlinearity on every attention branch output (GAT uses elu)")
+    p.add_argument("--layer-scale", type=float, default=defaults.layer_scale,
+                   help="> 0: scale every residual branch by a learned per-channel vector starting at this value "
+                        "(LayerScale; e.g. 0.1); 0 = off")
     p.add_argument("--ema-decay", type=float, default=defaults.ema_decay,
                    help="> 0: evaluate and select on a moving average of the weights (e.g. 0.9); 0 = off")
     p.add_argument("--label-smoothing", type=float, default=defaults.label_smoothing,
@@ -135,7 +138,7 @@ def main() -> None:
     cfg = TrainConfig(attention=args.attention, num_layers=args.layers, hidden_dim=args.hidden, num_heads=args.heads,
                       dense_every=args.dense_every, dropout=args.dropout, input_dropout=args.input_dropout,
                       attn_dropout=args.attn_dropout, ffn_ratio=args.ffn_ratio,
-                      branch_activation=args.branch_activation, ema_decay=args.ema_decay,
+                      branch_activation=args.branch_activation, layer_scale=args.layer_scale, ema_decay=args.ema_decay,
                       label_smoothing=args.label_smoothing, pe=args.pe,
                       max_degree=args.max_degree, lr=args.lr, weight_decay=args.weight_decay,
                       optimizer=args.optimizer, epochs=args.epochs, patience=_patience(args))

@@ -125,3 +125,38 @@ def test_branch_activation_applies_to_every_attention_branch():
     with pytest.raises(ValueError, match="branch_activation"):
         GraphTransformerConfig(in_dim=1, out_dim=1, num_layers=1, schedule=("dense",), branch_activation="relu6")
 
+
+
+@pytest.mark.parametrize("sparse_residual, ffn_ratio", [(False, 0), (True, 2)])
+def test_layer_scale_multiplies_every_residual_branch(sparse_residual, ffn_ratio):
+    """layer_scale=s: h + gamma * branch for each residual branch (gamma per channel, starting at s), recomputed by
+    hand in float64 after gamma is moved off its start; gamma learns; off (0) adds no parameters; < 0 is refused."""
+    schedule = ("sparse", "dense")
+    model, graph, x, pe = _setup(schedule, n=30)
+    cfg = GraphTransformerConfig(**{**model.cfg.__dict__, "ffn_ratio": ffn_ratio, "sparse_residual": sparse_residual,
+                                    "layer_scale": 0.1})
+    torch.manual_seed(1)
+    model = GraphTransformer(cfg).double()
+    gammas = {n: p for n, p in model.named_parameters() if "gamma" in n}
+    assert len(gammas) == len(schedule) * (2 if ffn_ratio else 1)
+    assert all(torch.equal(g.float(), torch.full(g.shape, 0.1)) for g in gammas.values())
+    with torch.no_grad():
+        for g in gammas.values():
+            g.uniform_(0.05, 0.5)
+    model.eval()
+    h = model.input(x) + model.degree(graph.degree.clamp_max(cfg.max_degree)) + model.pe(pe)
+    for layer, kind in zip(model.layers, schedule, strict=True):
+        a = layer.attn(layer.norm1(h), graph, kind)
+        h = h + layer.gamma_attn * a if kind == "dense" or sparse_residual else a
+        if ffn_ratio:
+            h = h + layer.gamma_ffn * layer.ffn(layer.norm2(h))
+    out = model(x, graph, pe)
+    torch.testing.assert_close(out, model.head(model.norm(h)), rtol=0, atol=1e-12)
+    out.square().sum().backward()
+    used = {n for n in gammas if sparse_residual or "ffn" in n or schedule[int(n.split(".")[1])] == "dense"}
+    assert all(gammas[n].grad is not None and gammas[n].grad.abs().sum() > 0 for n in used)
+    assert all(gammas[n].grad is None for n in set(gammas) - used)  # a GAT-like topology layer has no residual
+    plain = GraphTransformer(GraphTransformerConfig(**{**cfg.__dict__, "layer_scale": 0.0}))
+    assert not any("gamma" in n for n, _ in plain.named_parameters())
+    with pytest.raises(ValueError, match="layer_scale"):
+        GraphTransformerConfig(**{**cfg.__dict__, "layer_scale": -0.1})
