@@ -84,3 +84,17 @@ def test_stopped_accuracy_run_keeps_its_finished_seeds(monkeypatch):
     assert any("| 2 of 3 (stopped) |" in r for r in rows)
     rows = render_gt_accuracy({"datasets": {"cora": {"gcn": gcn, "gt_interleaved": full}}})
     assert any("| 3 | cpu |" in r for r in rows)
+
+
+def test_partial_accuracy_run_never_replaces_a_finished_row():
+    from gt_accuracy import store_entry
+
+    done = {"complete": True, "test_acc": {"mean": 80.0}}
+    old_done = {"test_acc": {"mean": 79.0}}  # rows written before the flag existed are finished runs
+    part = {"complete": False, "test_acc": {"mean": 70.0}}
+    assert store_entry({}, "gt_x", part) == {"gt_x": part}
+    assert store_entry({"gt_x": part}, "gt_x", part) == {"gt_x": part}
+    assert store_entry({"gt_x": done}, "gt_x", part) == {"partial_gt_x": part}
+    assert store_entry({"gt_x": old_done}, "gt_x", part) == {"partial_gt_x": part}
+    stored = {"gt_x": old_done, "partial_gt_x": part}
+    assert store_entry(stored, "gt_x", done) == {"gt_x": done} and "partial_gt_x" not in stored
