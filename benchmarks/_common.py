@@ -18,16 +18,28 @@ def machine() -> dict:
             "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
 
 
-def load_results(name: str) -> dict:
-    path = RESULTS / f"{name}.json"
+def device_name(device: str) -> str:
+    """What a result records as its device: the GPU's name for "cuda", else "cpu"."""
+    return machine()["cuda"] if device == "cuda" else "cpu"
+
+
+def load_json(path: Path) -> dict:
+    """A result file's payload ({} when the file does not exist yet)."""
     return json.loads(path.read_text()) if path.exists() else {}
 
 
-def save_results(name: str, payload: dict) -> Path:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"{name}.json"
+def save_json(path: Path, payload: dict) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(payload, indent=2, sort_keys=True))
     return path
+
+
+def load_results(name: str) -> dict:
+    return load_json(RESULTS / f"{name}.json")
+
+
+def save_results(name: str, payload: dict) -> Path:
+    return save_json(RESULTS / f"{name}.json", payload)
 
 
 QUANT_TRAINING_FIELDS = ("epochs", "dropout", "weight_decay", "features", "hidden_dim", "device")

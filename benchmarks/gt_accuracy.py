@@ -25,7 +25,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _common import load_results, machine, save_results  # noqa: E402
+from _common import device_name, load_results, machine, save_results  # noqa: E402
 
 from gnn.data.loaders import load_dataset  # noqa: E402
 from gnn.experiment import run_experiment  # noqa: E402
@@ -173,7 +173,7 @@ def main() -> None:
 
         def store(gt: dict, name=name, gcn=gcn) -> None:
             gt["command"] = " ".join(sys.argv)
-            gt["device"] = machine()["cuda"] if args.device == "cuda" else "cpu"
+            gt["device"] = device_name(args.device)
             stored = result["datasets"].setdefault(name, {})
             stored.update(store_entry(stored, key, gt))
             stored[gcn_key] = gcn

@@ -19,7 +19,6 @@ differ from CPU ones, so each group has its own ``base``). Side-by-side screens 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from dataclasses import asdict, fields, replace
@@ -30,7 +29,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import RESULTS, machine  # noqa: E402
+from _common import RESULTS, device_name, load_json, machine, save_json  # noqa: E402
 from gt_accuracy import GT_CONFIG, _gt_seed, _stats  # noqa: E402
 
 from graphtransformer.training import TrainConfig  # noqa: E402
@@ -73,15 +72,6 @@ def run_variant(dataset: str, overrides: dict, seeds: list[int], device: str = "
             "seconds": time.perf_counter() - t0}
 
 
-def _load(path: Path) -> dict:
-    return json.loads(path.read_text()) if path.exists() else {}
-
-
-def _save(path: Path, result: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=2, sort_keys=True))
-
-
 def merge_screens(result: dict, other: dict) -> list[str]:
     """Fold the variants of ``other`` into ``result`` (same (group, variant) replaced); returns what was added."""
     if "datasets" not in other:
@@ -109,11 +99,12 @@ def main(argv=None) -> dict:
     args = p.parse_args(argv)
     if bool(args.variant) == bool(args.merge_file):
         p.error("give --variant (run a screen) or --merge-file (fold result files in), not both or neither")
-    result = _load(args.out)
+    result = load_json(args.out)
     result.setdefault("datasets", {})
     for path in args.merge_file:
-        print(f"merged from {path}: {', '.join(merge_screens(result, _load(path))) or 'nothing'}")
-        _save(args.out, result)
+        print(f"merged from {path}: {', '.join(merge_screens(result, load_json(path))) or 'nothing'}")
+    if args.merge_file:
+        save_json(args.out, result)
     variants = [parse_variant(v) for v in args.variant]
     torch.set_num_threads(1)
     seeds = list(range(args.seeds))
@@ -124,12 +115,12 @@ def main(argv=None) -> dict:
         entry = run_variant(args.dataset, overrides, seeds, args.device)
         entry["command"] = (f"python benchmarks/gt_screen.py --dataset {args.dataset} --seeds {args.seeds}"
                             f"{device_flag} --variant {text}")
-        entry["device"] = machine()["cuda"] if args.device == "cuda" else "cpu"
+        entry["device"] = device_name(args.device)
         print(f"  val {entry['val_acc']['mean']:.2f}  test {entry['test_acc']['mean']:.2f} "
               f"+- {entry['test_acc']['std']:.2f}", flush=True)
         result["datasets"].setdefault(group, {})[name] = entry
         result["machine"] = machine()
-        _save(args.out, result)
+        save_json(args.out, result)
     return result
 
 
