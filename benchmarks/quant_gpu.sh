@@ -15,6 +15,8 @@
 # Do not crowd the GPU: a lease that ran twelve benchmark processes at once (this script for gin, gat and sage, the
 # CiteSeer rows, graph-transformer runs) held the GPU at 100 % and each process finished only its FP32 and first A2Q
 # cells (2 of 7) in 470 s. Two to four processes per lease.
+# Still missing: the cells RESULTS.md's grid marks `not run`, Degree-Quant and degree-aware cells of GIN and GraphSAGE
+# (the GAT rows were finished on a CPU core: GAT quantizes N x hidden tensors), e.g. MODELS=gin METHODS=dq-int8,dq-int4.
 set -u
 OUT=${OUT:-benchmarks/results/gpu}
 PY=${PY:-python3}
