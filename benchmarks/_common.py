@@ -19,8 +19,8 @@ def machine() -> dict:
 
 
 def device_name(device: str) -> str:
-    """What a result records as its device: the GPU's name for "cuda", else "cpu"."""
-    return machine()["cuda"] if device == "cuda" else "cpu"
+    """What a result records as its device: the GPU's name for "cuda" / "cuda:i", else "cpu"."""
+    return "cpu" if torch.device(device).type == "cpu" else torch.cuda.get_device_name(device)
 
 
 def load_json(path: Path) -> dict:

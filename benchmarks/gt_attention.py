@@ -31,7 +31,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _common import machine  # noqa: E402
+from _common import device_name, machine  # noqa: E402
 
 from graphtransformer.attention import dense_attention, edge_mask, flash_dense_attention, sparse_attention
 from graphtransformer.cluster import ClusterConfig, build_cluster_plan, cluster_blocked_attention, metis_relabeling
@@ -211,7 +211,7 @@ def _write(out: str, rows: list[dict], threads: int, command: str, device: str) 
              if kind == "full_flash" and ("sparse", n) in by}
     largest = max(speedups) if speedups else None
     result = {"heads": H, "head_dim": D, "dtype": "float32", "threads": threads, "rows": rows,
-              "device": "cpu" if device == "cpu" else torch.cuda.get_device_name(device),
+              "device": device_name(device),
               "dense_over_sparse_speedup": speedups, "full_flash_over_sparse_speedup": flash,
               "largest_dense_n": largest, "speedup_at_largest_dense_n": speedups[largest] if speedups else None,
               "torch": torch.__version__, "command": command, "machine": machine()}

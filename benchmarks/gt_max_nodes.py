@@ -26,7 +26,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _common import machine  # noqa: E402
+from _common import device_name, machine  # noqa: E402
 from gt_attention import community_graph  # noqa: E402
 
 from graphtransformer.cluster import ClusterConfig  # noqa: E402
@@ -105,7 +105,7 @@ def main() -> None:
     if sizes != sorted(sizes):
         raise SystemExit(f"error: --sizes must increase (the first out-of-memory ends a kind); got {sizes}")
     command = "python benchmarks/gt_max_nodes.py " + " ".join(sys.argv[1:])
-    device_name = torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else "cpu"
+    device_label = device_name(args.device)
     rows, t_start = [], time.perf_counter()
     for kind in args.kinds.split(","):
         for n in sizes:
@@ -122,7 +122,7 @@ def main() -> None:
             print(json.dumps(row), flush=True)
             largest = {k: max((r["num_nodes"] for r in rows if r["kind"] == k and "error" not in r), default=None)
                        for k in args.kinds.split(",")}
-            result = {"device": device_name, "model": {k: getattr(args, k) for k in
+            result = {"device": device_label, "model": {k: getattr(args, k) for k in
                                                        ("hidden", "heads", "layers", "ffn_ratio", "features",
                                                         "classes")},
                       "rows": rows, "largest_trained": largest, "command": command, "torch": torch.__version__,

@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 import numpy as np
 import torch
-from _common import quant_training_key  # noqa: E402  (benchmarks/ is on the path: scripts run from it)
+from _common import device_name, quant_training_key  # noqa: E402  (benchmarks/ is on the path: scripts run from it)
 
 from gnn.data.loaders import load_dataset
 from gnn.data.registry import FEATURE_PREPROCESSING
@@ -167,7 +167,7 @@ def main(argv=None) -> dict:
                     cell = run_cell(graph, arch, method, target, seeds, args.epochs, args.penalty_weight,
                                     args.dropout, args.weight_decay, args.device, args.hidden)
                     if args.device != "cpu":
-                        cell["device"] = torch.cuda.get_device_name(args.device)
+                        cell["device"] = device_name(args.device)
                     if method == "none":
                         fp32_ms[method] = cell["ms_per_epoch"]
                     ref = fp32_ms.get("none")
