@@ -42,7 +42,8 @@ def save_results(name: str, payload: dict) -> Path:
     return save_json(RESULTS / f"{name}.json", payload)
 
 
-QUANT_TRAINING_FIELDS = ("epochs", "dropout", "weight_decay", "features", "hidden_dim", "device")
+QUANT_TRAINING_FIELDS = ("epochs", "dropout", "weight_decay", "features", "hidden_dim", "fp32_warmup_epochs",
+                         "device")
 
 
 def quant_training_key(cell: dict) -> tuple:

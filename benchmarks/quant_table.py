@@ -57,6 +57,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--dropout", type=float, help="override the preset's dropout (e.g. A2Q's GCN-Cora 0.35)")
     p.add_argument("--hidden", type=int, help="override the preset's hidden width (cells record it)")
     p.add_argument("--weight-decay", type=float, help="override the preset's weight decay (A2Q's GCN-Cora 0.02)")
+    p.add_argument("--fp32-warmup", type=int, default=0,
+                   help="quantized cells first train FP32 this many epochs, then quantize and train --epochs more "
+                        "(cells record it; FP32 cells ignore it)")
     p.add_argument("--features", choices=FEATURE_PREPROCESSING,
                    help="input feature preprocessing in place of the registry's (Cora: row-normalized)")
     p.add_argument("--out", type=Path, default=RESULTS / "quant_table.json")
@@ -68,11 +71,12 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def run_cell(graph, arch: str, method: str, target: float, seeds: list[int], epochs: int | None,
              penalty_weight: float = 2.5, dropout: float | None = None, weight_decay: float | None = None,
-             device: str = "cpu", hidden: int | None = None) -> dict:
+             device: str = "cpu", hidden: int | None = None, fp32_warmup: int = 0) -> dict:
     model_cfg, train_cfg = model_and_train_config(graph, arch)
     model_cfg = with_overrides(model_cfg, dropout=dropout, hidden_dim=hidden)
     train_cfg = with_overrides(train_cfg, epochs=epochs, weight_decay=weight_decay)
-    train_cfg = replace(train_cfg, quant=method, target_bits=target, penalty_weight=penalty_weight, device=device)
+    train_cfg = replace(train_cfg, quant=method, target_bits=target, penalty_weight=penalty_weight, device=device,
+                        fp32_warmup_epochs=0 if method == "none" else fp32_warmup)
     runs = []
     for seed, fold in run_jobs(graph, seeds, num_folds=len(seeds)):
         seed_everything(seed)
@@ -100,6 +104,8 @@ def run_cell(graph, arch: str, method: str, target: float, seeds: list[int], epo
         cell["bits_histogram_seed0"] = qs[0]["bits_histogram"]
         cell["mean_bits_by_in_degree_seed0"] = qs[0]["mean_bits_by_in_degree"]
         cell["compression"] = 32.0 / cell["avg_bits"]["mean"] if cell["avg_bits"]["mean"] else None
+        if fp32_warmup:
+            cell["fp32_warmup_epochs"] = fp32_warmup  # only when used: earlier cells keep their keys
     return cell
 
 
@@ -165,7 +171,8 @@ def main(argv=None) -> dict:
                 cell_targets = {"a2q": targets, "degree-aware": degree_targets}.get(method, [4.0])
                 for target in cell_targets:
                     cell = run_cell(graph, arch, method, target, seeds, args.epochs, args.penalty_weight,
-                                    args.dropout, args.weight_decay, args.device, args.hidden)
+                                    args.dropout, args.weight_decay, args.device, args.hidden,
+                                    args.fp32_warmup)
                     if args.device != "cpu":
                         cell["device"] = device_name(args.device)
                     if method == "none":

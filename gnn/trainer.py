@@ -12,7 +12,7 @@ import json
 import math
 import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +45,9 @@ class TrainConfig:
             a model over budget is chosen only if no epoch meets it, and the result says so
             (``quant_summary["within_budget"]``).
         penalty_weight: ``a`` of the memory penalty ``a * relu(M - M_target)^2`` (M in KB).
+        fp32_warmup_epochs: with ``quant``, first train the FP32 model this many epochs (same optimiser settings,
+            no model selection), then quantize it (the quantizers calibrate on the trained model) and train
+            ``epochs`` more: quantization-aware fine-tuning from a trained model instead of from scratch. 0: off.
         checkpoint_every: save a resumable checkpoint every this many epochs.
         device: ``"cpu"`` or ``"cuda"``.
     """
@@ -59,12 +62,18 @@ class TrainConfig:
     quant: str = "none"
     target_bits: float = 4.0
     penalty_weight: float = 2.5
+    fp32_warmup_epochs: int = 0
     checkpoint_every: int = 50
     device: str = "cpu"
 
     def __post_init__(self) -> None:
         if self.epochs < 1 or self.batch_size < 1 or self.patience < 0 or self.checkpoint_every < 1:
             raise ValueError("TrainConfig: epochs, batch_size, checkpoint_every must be >= 1 and patience >= 0")
+        if self.fp32_warmup_epochs < 0:
+            raise ValueError(f"TrainConfig: fp32_warmup_epochs={self.fp32_warmup_epochs} must be >= 0")
+        if self.fp32_warmup_epochs and self.quant == "none":
+            raise ValueError("TrainConfig: fp32_warmup_epochs warms up a model before quantization; it needs a "
+                             "quant method (an FP32 run just trains longer: raise epochs)")
         if self.lr_decay_every < 0 or not 0.0 < self.lr_decay <= 1.0:
             raise ValueError(f"TrainConfig: lr_decay_every={self.lr_decay_every} must be >= 0 and "
                              f"lr_decay={self.lr_decay} in (0, 1]")
@@ -244,6 +253,18 @@ def apply_quantization(model: nn.Module, graph: GraphData, cfg: TrainConfig) -> 
     return model
 
 
+def fp32_warmup(model: nn.Module, graph: GraphData, split: Split, cfg: TrainConfig, *, seed: int,
+                progress: bool = True) -> None:
+    """Train the FP32 ``model`` in place for ``cfg.fp32_warmup_epochs`` epochs (Adam with ``cfg``'s lr and weight
+    decay, no learning-rate decay, no selection): the starting point of quantization-aware fine-tuning."""
+    fp32_cfg = replace(cfg, quant="none", fp32_warmup_epochs=0)
+    task = _Task(graph, split, fp32_cfg, seed, use_sparse_input=wants_sparse_input(model, graph))
+    opt, penalty = _make_optimizer(model, fp32_cfg)
+    for _ in tqdm(range(cfg.fp32_warmup_epochs), disable=not progress, leave=False,
+                  desc=f"{graph.name} seed {seed} FP32 warm-up"):
+        task.train_step(model, opt, penalty)
+
+
 def train_one(model: nn.Module, graph: GraphData, split: Split, cfg: TrainConfig, *, seed: int, fold: int = 0,
               run_dir: Path | None = None, resume: bool = False, progress: bool = True) -> SeedResult:
     """Train ``model`` on one split and return the validation-selected result.
@@ -252,7 +273,12 @@ def train_one(model: nn.Module, graph: GraphData, split: Split, cfg: TrainConfig
     ``last.pt`` (resumable state every ``cfg.checkpoint_every`` epochs) and ``result.json``.
     """
     device = torch.device(cfg.device)
-    model = apply_quantization(model.to(device), graph, cfg)
+    model = model.to(device)
+    last_path = run_dir / "last.pt" if run_dir else None
+    resuming = bool(resume and last_path and last_path.exists())
+    if cfg.fp32_warmup_epochs and not resuming:  # a resumed run loads its trained quantized state instead
+        fp32_warmup(model, graph, split, cfg, seed=seed, progress=progress)
+    model = apply_quantization(model, graph, cfg)
     task = _Task(graph, split, cfg, seed, use_sparse_input=wants_sparse_input(model, graph))
     opt, penalty = _make_optimizer(model, cfg)
     # Constant when lr_decay_every is 0 (a step of 10**9 epochs never fires).
@@ -260,10 +286,9 @@ def train_one(model: nn.Module, graph: GraphData, split: Split, cfg: TrainConfig
     best = {"acc": -1.0, "loss": math.inf, "epoch": -1, "test": 0.0, "state": None, "within_budget": False,
             "bits": None}
     max_test, step_seconds, start_epoch = 0.0, [], 1
-    last_path = run_dir / "last.pt" if run_dir else None
     if run_dir:
         run_dir.mkdir(parents=True, exist_ok=True)
-    if resume and last_path and last_path.exists():
+    if resuming:
         ck = torch.load(last_path, weights_only=False)
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optimizer"])

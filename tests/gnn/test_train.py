@@ -133,3 +133,31 @@ def test_selection_prefers_epochs_within_the_bit_budget(cora):
         if met[target]:
             assert r.quant_summary["avg_bits"] <= target
     assert met == {8.0: True, 0.0: False}
+
+
+def test_fp32_warmup_then_quantized_fine_tuning(cora, tmp_path):
+    """fp32_warmup_epochs trains the FP32 model first and quantizes the trained model: one quantized epoch after
+    a 40-epoch warm-up is far better than one from scratch; selection and metrics cover the quantized epochs only,
+    and an interrupted run resumes to the same result."""
+    model_cfg, _ = model_and_train_config(cora, "gcn")
+
+    def run(warmup, epochs, run_dir=None, resume=False):
+        seed_everything(0)
+        cfg = TrainConfig(epochs=epochs, quant="a2q", target_bits=8.0, fp32_warmup_epochs=warmup, checkpoint_every=2)
+        return train_one(build_model(model_cfg), cora, cora.splits[0], cfg, seed=0, run_dir=run_dir, resume=resume,
+                         progress=False)
+
+    cold, warm = run(0, 1), run(40, 1)
+    assert warm.val_acc > 0.6 and warm.val_acc > cold.val_acc + 0.2
+    straight = run(10, 4, tmp_path / "a")
+    assert len((tmp_path / "a" / "metrics.jsonl").read_text().splitlines()) == 4 and 1 <= straight.best_epoch <= 4
+    run(10, 2, tmp_path / "b")
+    resumed = run(10, 4, tmp_path / "b", resume=True)
+    assert resumed.val_loss == straight.val_loss and resumed.test_acc == straight.test_acc
+
+
+def test_fp32_warmup_needs_a_quant_method():
+    with pytest.raises(ValueError, match="needs a quant method"):
+        TrainConfig(fp32_warmup_epochs=10)
+    with pytest.raises(ValueError, match="fp32_warmup_epochs"):
+        TrainConfig(quant="a2q", fp32_warmup_epochs=-1)

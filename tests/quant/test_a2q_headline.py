@@ -47,3 +47,12 @@ def test_headline_met_and_absent():
     cells = [cell("fp32", 82.0), cell("a2q", 81.2, val=81.0, penalty=1.0)]
     assert "): met." in "\n".join(make_results.render_a2q_headline(cells))
     assert make_results.render_a2q_headline([cell("fp32", 82.0)]) == []
+
+
+def test_warm_started_run_meets_the_fp32_run_of_its_training():
+    """A run quantized after an FP32 warm-up compares with the FP32 run of its training without the warm-up, and
+    its row says it warmed up."""
+    warm = {**cell("a2q", 80.0, val=81.0, hidden=64, penalty=10.0), "fp32_warmup_epochs": 200}
+    rows, selected = make_results.a2q_headline([cell("fp32", 82.0, hidden=64), warm])
+    assert rows[0]["gap"] == pytest.approx(-2.0) and selected is rows[0]
+    assert "after 200 FP32 warm-up epochs" in "\n".join(make_results.render_a2q_headline([cell("fp32", 82.0), warm]))
