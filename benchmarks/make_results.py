@@ -109,9 +109,9 @@ def _training_text(c: dict) -> str:
 def a2q_headline(cells: list[dict]) -> tuple[list[dict], dict | None]:
     """The A2Q headline sweep: Cora GCN A2Q cells at target 1.7, each with ``fp32`` (the FP32 cell of the same
     training: epochs, dropout, weight decay, features, hidden width, device, any FP32 warm-up of the quantized run
-    aside; None if not run) and ``gap`` (test
-    mean minus that FP32's, pt). Returns (rows, selected): the selected row has the highest mean validation
-    accuracy among rows that recorded it, kept every seed within the bit budget and have an FP32 to compare with."""
+    aside; None if not run) and ``gap`` (test mean minus that FP32's, pt). Returns (rows, selected): the selected
+    row has the highest mean validation accuracy among rows that recorded it, kept every seed within the bit budget
+    and have an FP32 to compare with."""
     fp32 = {quant_training_key(c): c for c in cells if c["dataset"] == "cora" and c["model"] == "gcn"
             and c["method"] == "fp32"}
     rows = []

@@ -6,9 +6,9 @@
 
 Each input is a file ``benchmarks/quant_table.py --out <file>`` wrote (one command each). Its cells join
 ``benchmarks/results/quant_table.json`` through ``quant_table._write``: a cell with the same key (dataset, model,
-method, target, penalty weight, epochs, dropout, weight decay, features, device) replaces the stored one, the rest
-stay. The command is stored with its ``--out`` path replaced by ``<scratch file, merged>`` and, for GPU cells, the
-device named. Partial files (a run stopped at its time limit) merge the cells they hold.
+method, target, penalty weight and the training fields of ``_common.QUANT_TRAINING_FIELDS``) replaces the stored
+one, the rest stay. The command is stored with its ``--out`` path replaced by ``<scratch file, merged>`` and, for
+GPU cells, the device named. Partial files (a run stopped at its time limit) merge the cells they hold.
 """
 
 from __future__ import annotations

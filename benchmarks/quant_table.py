@@ -13,8 +13,8 @@ the FP32 cell of the same command (meaningful only when the cells ran one after 
 interleaved measurement is ``benchmarks/quant_speed.py``).
 Writes benchmarks/results/quant_table.json (after every cell), quant_acc_vs_bits.png, quant_bits_vs_degree.png.
 ``--merge`` keeps the cells of earlier commands (a cell with the same dataset, model, method, target, penalty
-weight, epochs, dropout, weight decay, feature preprocessing, hidden width and device is replaced) and lists every
-command in the file.
+weight, epochs, dropout, weight decay, feature preprocessing, hidden width, FP32 warm-up and device is
+replaced) and lists every command in the file.
 """
 
 from __future__ import annotations
