@@ -46,6 +46,16 @@ QUANT_TRAINING_FIELDS = ("epochs", "dropout", "weight_decay", "features", "hidde
                          "device")
 
 
+_TUNING_FLAGS = ("--epochs", "--dropout", "--weight-decay", "--features", "--hidden", "--fp32-warmup")
+
+
+def is_preset_grid_cell(cell: dict) -> bool:
+    """A quantization-table cell of the preset grid: the preset's training and penalty weight 25, no tuning flag in
+    its command."""
+    return (not any(f in cell.get("command", "") for f in _TUNING_FLAGS)
+            and cell.get("penalty_weight", 25.0) == 25.0 and "features" not in cell)
+
+
 def quant_training_key(cell: dict) -> tuple:
     """What a quantization-table cell was trained with, beyond dataset, model and method: two cells with equal keys
     ran the same training (used to replace re-run cells and to pair an A2Q run with its FP32 run)."""

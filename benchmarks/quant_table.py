@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 import numpy as np
 import torch
-from _common import device_name, quant_training_key  # noqa: E402  (benchmarks/ is on the path: scripts run from it)
+from _common import device_name, is_preset_grid_cell, quant_training_key  # noqa: E402  (benchmarks/ is on the path: scripts run from it)
 
 from gnn.data.loaders import load_dataset
 from gnn.data.registry import FEATURE_PREPROCESSING
@@ -137,18 +137,29 @@ def plot(cells: list[dict], out_dir: Path) -> list[str]:
     fig.tight_layout()
     files.append("quant_acc_vs_bits.png")  # names inside the results folder
     fig.savefig(out_dir / files[-1], dpi=120)
-    fig, ax = plt.subplots(figsize=(10, 5))
-    for c in cells:
-        by_deg = c.get("mean_bits_by_in_degree_seed0") or {}
-        if c["method"] in LEARNED and by_deg:
-            d = sorted(int(k) for k in by_deg)
-            ax.plot(d, [by_deg[str(k)] for k in d], marker=".",
-                    label=f"{c['dataset']}/{c['model']} {c['method']} target {c['target_bits']}")
-    ax.set_xlabel("in-degree (clipped at 64)")
-    ax.set_ylabel("mean learned bits (without sign), seed 0")
-    ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
+    # Learned bits vs in-degree: the preset grid only (the tuning sweeps would bury it), one panel per learned
+    # method and target, the (dataset, model) colours of the plot above, one shared legend.
+    panels = [(m, t) for m in sorted(LEARNED) for t in (4.0, 1.7)]
+    grid = {(c["dataset"], c["model"], c["method"], c.get("target_bits")): c for c in cells
+            if is_preset_grid_cell(c) and c["method"] in LEARNED and c.get("mean_bits_by_in_degree_seed0")}
+    fig, axes = plt.subplots(2, 2, figsize=(12, 7), sharex=True, sharey=True)
+    for ax, (method, target) in zip(axes.flat, panels, strict=True):
+        for (ds, model, m, t), c in sorted(grid.items()):
+            if (m, t) == (method, target):
+                by_deg = c["mean_bits_by_in_degree_seed0"]
+                d = sorted(int(k) for k in by_deg)
+                ax.plot(d, [by_deg[str(k)] for k in d], marker=".", markersize=3, linewidth=1,
+                        color=colours[(ds, model)])
+        ax.set_title(f"{method}, target {target:g} bits", fontsize=9)
+        ax.grid(alpha=0.3)
+    for ax in axes[-1]:
+        ax.set_xlabel("in-degree (clipped at 64)")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("mean learned bits (no sign), seed 0")
+    used = sorted({(ds, model) for ds, model, _, _ in grid})
+    fig.legend(handles=[plt.Line2D([], [], color=colours[r], label=f"{r[0]}/{r[1]}") for r in used], fontsize=7,
+               loc="center left", bbox_to_anchor=(0.86, 0.5))
+    fig.tight_layout(rect=(0, 0, 0.85, 1))
     files.append("quant_bits_vs_degree.png")
     fig.savefig(out_dir / files[-1], dpi=120)
     return files
