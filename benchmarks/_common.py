@@ -56,6 +56,11 @@ def is_preset_grid_cell(cell: dict) -> bool:
             and cell.get("penalty_weight", 25.0) == 25.0 and "features" not in cell)
 
 
+def preset_grid(cells: list[dict]) -> dict[tuple, dict]:
+    """The preset grid's cells by (dataset, model, method, target bits); a later cell replaces an earlier one."""
+    return {(c["dataset"], c["model"], c["method"], c.get("target_bits")): c for c in cells if is_preset_grid_cell(c)}
+
+
 def quant_training_key(cell: dict) -> tuple:
     """What a quantization-table cell was trained with, beyond dataset, model and method: two cells with equal keys
     ran the same training (used to replace re-run cells and to pair an A2Q run with its FP32 run)."""

@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import RESULTS, is_preset_grid_cell, quant_training_key  # noqa: E402
+from _common import RESULTS, preset_grid, quant_training_key  # noqa: E402
 
 OUT = Path(__file__).resolve().parents[1] / "RESULTS.md"
 
@@ -66,7 +66,7 @@ QUANT_GRID_COLUMNS = (("fp32", None), ("dq-int8", None), ("dq-int4", None), ("a2
 
 def render_quant_grid(cells: list[dict]) -> list[str]:
     """The issue's table as a matrix: one row per (dataset, model), one column per method; empty = not run yet."""
-    grid = {(c["dataset"], c["model"], c["method"], c.get("target_bits")): c for c in cells if is_preset_grid_cell(c)}
+    grid = preset_grid(cells)
     head = ["FP32", "DQ-INT8", "DQ-INT4", "A2Q t4", "A2Q t1.7", "degree-aware t4", "degree-aware t1.7"]
     lines = ["Preset grid (each model's preset training, penalty a = 25; cell = test acc mean +- std @ average "
              "feature bits without sign; `not run` = still missing):", "",

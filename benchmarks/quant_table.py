@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 import numpy as np
 import torch
-from _common import device_name, is_preset_grid_cell, quant_training_key  # noqa: E402  (benchmarks/ is on the path: scripts run from it)
+from _common import device_name, preset_grid, quant_training_key  # noqa: E402  (benchmarks/ is on the path: scripts run from it)
 
 from gnn.data.loaders import load_dataset
 from gnn.data.registry import FEATURE_PREPROCESSING
@@ -140,8 +140,8 @@ def plot(cells: list[dict], out_dir: Path) -> list[str]:
     # Learned bits vs in-degree: the preset grid only (the tuning sweeps would bury it), one panel per learned
     # method and target, the (dataset, model) colours of the plot above, one shared legend.
     panels = [(m, t) for m in sorted(LEARNED) for t in (4.0, 1.7)]
-    grid = {(c["dataset"], c["model"], c["method"], c.get("target_bits")): c for c in cells
-            if is_preset_grid_cell(c) and c["method"] in LEARNED and c.get("mean_bits_by_in_degree_seed0")}
+    grid = {k: c for k, c in preset_grid(cells).items()
+            if c["method"] in LEARNED and c.get("mean_bits_by_in_degree_seed0")}
     fig, axes = plt.subplots(2, 2, figsize=(12, 7), sharex=True, sharey=True)
     for ax, (method, target) in zip(axes.flat, panels, strict=True):
         for (ds, model, m, t), c in sorted(grid.items()):
