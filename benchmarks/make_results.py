@@ -14,7 +14,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import RESULTS, preset_grid, quant_training_key  # noqa: E402
+from _common import RESULTS, preset_grid  # noqa: E402
+from quant_headline import HEADLINE_GAP_PT, a2q_headline, a2q_pareto, fewest_bits_within_gap  # noqa: E402
 
 OUT = Path(__file__).resolve().parents[1] / "RESULTS.md"
 
@@ -86,9 +87,6 @@ def render_quant_grid(cells: list[dict]) -> list[str]:
     return lines + [""]
 
 
-HEADLINE_GAP_PT = -1.0  # the issue: A2Q GCN on Cora at <= 1.7 bits, at most 1.0 pt under our FP32
-
-
 def _training_text(c: dict) -> str:
     """How a quantization-table cell trained, e.g. '10 seeds, 1000 epochs, dropout 0.35, wd 0.0005, hidden 64'."""
     return (f"{c['runs']}, " if "runs" in c else "") + f"{c.get('epochs', '-')} epochs" + "".join(
@@ -97,27 +95,6 @@ def _training_text(c: dict) -> str:
         + (f", hidden {c['hidden_dim']}" if "hidden_dim" in c else "") \
         + (f", after {c['fp32_warmup_epochs']} FP32 warm-up epochs" if "fp32_warmup_epochs" in c else "") \
         + (f", {c['device']}" if "device" in c else "")
-
-
-def a2q_headline(cells: list[dict]) -> tuple[list[dict], dict | None]:
-    """The A2Q headline sweep: Cora GCN A2Q cells at target 1.7, each with ``fp32`` (the FP32 cell of the same
-    training: epochs, dropout, weight decay, features, hidden width, device, any FP32 warm-up of the quantized run
-    aside; None if not run) and ``gap`` (test mean minus that FP32's, pt). Returns (rows, selected): the selected
-    row has the highest mean validation accuracy among rows that recorded it, kept every seed within the bit budget
-    and have an FP32 to compare with."""
-    fp32 = {quant_training_key(c): c for c in cells if c["dataset"] == "cora" and c["model"] == "gcn"
-            and c["method"] == "fp32"}
-    rows = []
-    for c in cells:
-        if (c["dataset"], c["model"], c["method"], c.get("target_bits")) != ("cora", "gcn", "a2q", 1.7):
-            continue
-        ref = fp32.get(quant_training_key({**c, "fp32_warmup_epochs": None}))
-        gap = None if ref is None else c["test_acc"]["mean"] - ref["test_acc"]["mean"]
-        rows.append({"cell": c, "fp32": ref, "gap": gap})
-    eligible = [r for r in rows if "val_acc" in r["cell"] and r["fp32"] is not None
-                and r["cell"].get("runs_within_bit_budget") == r["cell"]["test_acc"]["n"]]
-    selected = max(eligible, key=lambda r: r["cell"]["val_acc"]["mean"], default=None)
-    return rows, selected
 
 
 def render_a2q_headline(cells: list[dict]) -> list[str]:
@@ -152,6 +129,31 @@ def render_a2q_headline(cells: list[dict]) -> list[str]:
     return lines + [""]
 
 
+def render_a2q_pareto(cells: list[dict]) -> list[str]:
+    """The selected headline recipe at every target: where the learned-bit methods meet FP32 within 1 pt."""
+    fp32, rows = a2q_pareto(cells)
+    if len(rows) < 2:
+        return []
+    recipe = _training_text(fp32)
+    lines = [f"Bits against accuracy of the selected recipe ({recipe}, penalty a = "
+             f"{rows[0]['cell'].get('penalty_weight')}), every target: Cora GCN, validation-selected test accuracy "
+             f"against the FP32 run of that training ({_pm(fp32['test_acc'])}); plot "
+             "`quant_pareto_cora_gcn.png`:", "",
+             "| method | target bits | avg bits (no sign) | val acc | test acc | gap (pt) | within 1 pt |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        c = r["cell"]
+        lines.append(f"| {c['method']} | {c['target_bits']:g} | {c['avg_bits']['mean']:.2f} | "
+                     f"{_pm(c['val_acc']) if 'val_acc' in c else '-'} | {_pm(c['test_acc'])} | {r['gap']:+.2f} | "
+                     f"{'yes' if r['gap'] >= HEADLINE_GAP_PT else 'no'} |")
+    for method in sorted({r["cell"]["method"] for r in rows}):
+        best = fewest_bits_within_gap([r for r in rows if r["cell"]["method"] == method])
+        lines += ["", f"{method}: " + ("no target of this recipe comes within 1 pt of FP32." if best is None else
+                  f"the fewest bits within 1 pt of FP32 are {best['cell']['avg_bits']['mean']:.2f} (target "
+                  f"{best['cell']['target_bits']:g}, {best['gap']:+.2f} pt).")]
+    return lines + [""]
+
+
 def _live_commands(res: dict) -> list[str]:
     """The file's commands that still own a cell, in their recorded order (cells without a command keep all)."""
     commands = res.get("commands", [res.get("command", "")])
@@ -165,7 +167,7 @@ def render_quant(res: dict) -> list[str]:
              "cell rerun under another command replaces the old one): "
              + "; ".join(f"`{c}`" for c in _live_commands(res)) + ".",
              "", res.get("note", ""), "", *render_quant_grid(res.get("cells", [])),
-             *render_a2q_headline(res.get("cells", [])),
+             *render_a2q_headline(res.get("cells", [])), *render_a2q_pareto(res.get("cells", [])),
              "Every cell, including the tuning runs of the A2Q headline (Cora GCN at 1.7 bits):", "",
              "| dataset | model | method | training | target bits | penalty a | test acc | val acc | max test over "
              "epochs (A2Q-code style, not the headline) | avg bits (no sign) | avg bits (with sign) | 32/bits | "

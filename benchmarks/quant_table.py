@@ -11,7 +11,8 @@ A2Q-code-style max test accuracy over epochs, never the headline), learned avera
 the sign bit (the A2Q headline convention is *without*), gap to the target, and training time per epoch relative to
 the FP32 cell of the same command (meaningful only when the cells ran one after another in one process; the
 interleaved measurement is ``benchmarks/quant_speed.py``).
-Writes benchmarks/results/quant_table.json (after every cell), quant_acc_vs_bits.png, quant_bits_vs_degree.png.
+Writes benchmarks/results/quant_table.json (after every cell), quant_acc_vs_bits.png, quant_bits_vs_degree.png and,
+once the A2Q headline has a selected recipe run at two or more targets, quant_pareto_cora_gcn.png.
 ``--merge`` keeps the cells of earlier commands (a cell with the same dataset, model, method, target, penalty
 weight, epochs, dropout, weight decay, feature preprocessing, hidden width, FP32 warm-up and device is
 replaced) and lists every command in the file.
@@ -32,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 import numpy as np
 import torch
 from _common import device_name, preset_grid, quant_training_key  # noqa: E402  (benchmarks/ is on the path: scripts run from it)
+from quant_headline import HEADLINE_GAP_PT, HEADLINE_TARGET_BITS, a2q_pareto  # noqa: E402
 
 from gnn.data.loaders import load_dataset
 from gnn.data.registry import FEATURE_PREPROCESSING
@@ -162,7 +164,36 @@ def plot(cells: list[dict], out_dir: Path) -> list[str]:
     fig.tight_layout(rect=(0, 0, 0.85, 1))
     files.append("quant_bits_vs_degree.png")
     fig.savefig(out_dir / files[-1], dpi=120)
+    fp32, rows = a2q_pareto(cells)
+    if len(rows) >= 2:
+        files.append(plot_pareto(fp32, rows, out_dir))
     return files
+
+
+def plot_pareto(fp32: dict, rows: list[dict], out_dir: Path) -> str:
+    """Test accuracy (mean +- std) against learned average bits of the A2Q headline recipe at every target, with the
+    FP32 accuracy of that training, the 1-pt band under it and the 1.7-bit headline budget."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for method, marker in zip(sorted({r["cell"]["method"] for r in rows}), "os", strict=False):
+        pts = [r["cell"] for r in rows if r["cell"]["method"] == method]
+        ax.errorbar([c["avg_bits"]["mean"] for c in pts], [c["test_acc"]["mean"] for c in pts],
+                    yerr=[c["test_acc"]["std"] for c in pts], marker=marker, capsize=3, label=method)
+    ref = fp32["test_acc"]["mean"]
+    ax.axhline(ref, color="black", linewidth=1, label=f"FP32 {ref:.2f}")
+    ax.axhspan(ref + HEADLINE_GAP_PT, ref, color="green", alpha=0.12, label=f"within {-HEADLINE_GAP_PT:g} pt of FP32")
+    ax.axvline(HEADLINE_TARGET_BITS, color="grey", linestyle=":", label=f"{HEADLINE_TARGET_BITS} bits (headline)")
+    ax.set_xlabel("learned average feature bits (without sign bit)")
+    ax.set_ylabel("test accuracy (%), val-selected")
+    c = rows[0]["cell"]
+    ax.set_title(f"Cora GCN, {c['test_acc']['n']} seeds, hidden {c.get('hidden_dim', 'preset')}, "
+                 f"{c.get('epochs')} epochs, a = {c.get('penalty_weight')}", fontsize=9)
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out_dir / "quant_pareto_cora_gcn.png", dpi=120)
+    return "quant_pareto_cora_gcn.png"
 
 
 def main(argv=None) -> dict:

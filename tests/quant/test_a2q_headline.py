@@ -56,3 +56,28 @@ def test_warm_started_run_meets_the_fp32_run_of_its_training():
     rows, selected = make_results.a2q_headline([cell("fp32", 82.0, hidden=64), warm])
     assert rows[0]["gap"] == pytest.approx(-2.0) and selected is rows[0]
     assert "after 200 FP32 warm-up epochs" in "\n".join(make_results.render_a2q_headline([cell("fp32", 82.0), warm]))
+
+
+def test_pareto_takes_the_selected_recipe_at_every_target():
+    """The bits-accuracy curve keeps the cells trained as the selected headline run (same training and penalty),
+    learned-bit methods only, and names the fewest bits within 1 pt of that training's FP32."""
+
+    def at(method, target, test, bits, penalty=10.0, hidden=64):
+        return {**cell(method if method != "degree-aware" else "a2q", test, val=81.0, hidden=hidden, penalty=penalty,
+                       bits=bits), "method": method, "target_bits": target}
+
+    cells = [cell("fp32", 82.0, hidden=64), cell("a2q", 80.5, val=81.0, hidden=64, penalty=10.0, bits=1.3),
+             at("a2q", 3.0, 81.8, 2.9), at("a2q", 2.0, 81.1, 1.9), at("a2q", 1.0, 79.0, 1.0),
+             at("degree-aware", 2.0, 80.5, 2.0),
+             at("a2q", 3.0, 90.0, 2.9, penalty=25.0),  # another penalty weight: not this recipe
+             at("a2q", 3.0, 90.0, 2.9, hidden=128)]  # another training: not this recipe
+    fp32, rows = make_results.a2q_pareto(cells)
+    assert fp32["test_acc"]["mean"] == 82.0
+    assert [(r["cell"]["method"], r["cell"]["target_bits"]) for r in rows] == [
+        ("a2q", 1.0), ("a2q", 1.7), ("a2q", 2.0), ("a2q", 3.0), ("degree-aware", 2.0)]
+    best = make_results.fewest_bits_within_gap([r for r in rows if r["cell"]["method"] == "a2q"])
+    assert best["cell"]["target_bits"] == 2.0 and best["gap"] == pytest.approx(-0.9)
+    text = "\n".join(make_results.render_a2q_pareto(cells))
+    assert "a2q: the fewest bits within 1 pt of FP32 are 1.90 (target 2, -0.90 pt)." in text
+    assert "degree-aware: no target of this recipe comes within 1 pt of FP32." in text
+    assert make_results.render_a2q_pareto([cell("fp32", 82.0)]) == []

@@ -27,3 +27,15 @@ def test_preset_grid_cells_and_plots(tmp_path):
     files = quant_table.plot([cell("fp32"), preset, sweep, cell("degree-aware", 1.7)], tmp_path)
     assert files == ["quant_acc_vs_bits.png", "quant_bits_vs_degree.png"]
     assert all((tmp_path / f).stat().st_size > 10_000 for f in files)
+
+
+def test_pareto_plot_once_the_headline_recipe_ran_two_targets(tmp_path):
+    def a2q(target, bits):
+        return {**cell("a2q", target, command="... --hidden 64", penalty=10.0), "hidden_dim": 64,
+                "avg_bits": {"mean": bits, "std": 0.0}, "runs_within_bit_budget": 10,
+                "val_acc": {"mean": 81.0, "std": 0.1, "n": 10}}
+
+    fp32 = {**cell("fp32", command="... --hidden 64"), "hidden_dim": 64}
+    assert quant_table.plot([fp32, a2q(1.7, 1.3)], tmp_path)[-1] == "quant_bits_vs_degree.png"  # one point: no curve
+    files = quant_table.plot([fp32, a2q(1.7, 1.3), a2q(3.0, 2.8)], tmp_path)
+    assert files[-1] == "quant_pareto_cora_gcn.png" and (tmp_path / files[-1]).stat().st_size > 10_000
