@@ -231,6 +231,26 @@ def render_quant_speed(res: dict) -> list[str]:
     return lines + ["", f"Machine: `{json.dumps(res.get('machine', {}))}`", ""]
 
 
+def render_quant_speed_sparse_input(res: dict) -> list[str]:
+    """Sparse against dense input features, per method, from one `quant_speed.py --dense-input` run."""
+    lines = ["## Sparse input features in (quantized) training", "",
+             f"Command: `{res.get('command', '')}` (file: `benchmarks/results/quant_speed_sparse_input.json`). Median "
+             "ms per trainer step, the methods and both input layouts alternating in one process. With sparse input a "
+             "quantized GraphSAGE keeps its first-layer neighbour mean sparse and quantizes the stored values only "
+             "(same values and gradients as dense, `tests/quant/test_sparse_aggregate.py`); FP32 GraphSAGE projects "
+             "before it aggregates.", "",
+             "| case | method | sparse input ms | dense input ms | sparse speed-up | sparse vs FP32 (sparse) |",
+             "|---|---|---|---|---|---|"]
+    for key, c in res.get("cases", {}).items():
+        for m, v in c.items():
+            dense = c.get(f"{m}@dense")
+            if m.endswith("@dense") or dense is None:
+                continue
+            lines.append(f"| {key} | {'fp32' if m == 'none' else m} | {v['ms']:.0f} | {dense['ms']:.0f} | "
+                         f"x{dense['ms'] / v['ms']:.1f} | x{v['ratio_vs_fp32']:.2f} |")
+    return lines + ["", f"Machine: `{json.dumps(res.get('machine', {}))}`", ""]
+
+
 def render_gt_accuracy(res: dict) -> list[str]:
     lines = ["## Graph transformer accuracy (validation-selected test accuracy, %)", "",
              f"File: `benchmarks/results/gt_accuracy.json`; last command: `python {res.get('command', '')}` "
@@ -498,7 +518,7 @@ RENDERERS = {"hw_ablation": render_hw_ablation, "dist_accuracy": render_dist_acc
              "dist_quant_accuracy": render_dist_quant_accuracy, "dist_time": render_dist_time,
              "dist_bytes": render_dist_bytes, "hw_sim": render_hw_sim,
              "fp32_accuracy": render_fp32, "train_speed": render_speed, "quant_table": render_quant,
-             "quant_speed": render_quant_speed,
+             "quant_speed": render_quant_speed, "quant_speed_sparse_input": render_quant_speed_sparse_input,
              "gt_accuracy": render_gt_accuracy, "gt_screen": render_gt_screen, "gt_halo_codec": render_gt_halo_codec,
              "gt_comm_bytes": render_gt_comm_bytes, "gt_attention": render_gt_attention,
              "gt_attention_cuda": lambda r: render_gt_attention(r, "gt_attention_cuda"),

@@ -6,7 +6,14 @@ For each (dataset, model) the FP32 model and its quantized copies (A2Q at 1.7 bi
 INT8 / INT4) run the trainer's own training step (forward, loss, memory penalty, backward, Adam with the
 quantizer parameter groups). The methods alternate repeat by repeat so that machine noise hits all alike; the
 median over repeats is reported, and the ratio method / FP32 (issue target for A2Q: <= 1.5).
-Writes benchmarks/results/quant_speed.json.
+Writes benchmarks/results/quant_speed.json (``--name`` picks another file).
+
+``--dense-input`` also times every method whose run feeds the input features sparse (bag-of-words graphs:
+``gnn.trainer.wants_sparse_input``) with dense input, as ``<method>@dense``: the speed-up of the sparse path
+(e.g. a quantized GraphSAGE's sparse first-layer aggregate on Coauthor CS) measured in the same run:
+
+    python benchmarks/quant_speed.py --datasets coauthor-cs --models sage --repeats 3 --steps 2 --dense-input \
+        --name quant_speed_sparse_input
 """
 
 from __future__ import annotations
@@ -34,12 +41,12 @@ METHODS = ("none", "a2q", "degree-aware", "dq-int8", "dq-int4")
 class Runner:
     """One method's model, optimizer and task, ready to time training steps."""
 
-    def __init__(self, graph, arch: str, method: str, target_bits: float) -> None:
+    def __init__(self, graph, arch: str, method: str, target_bits: float, sparse: bool | None = None) -> None:
         model_cfg, train_cfg = model_and_train_config(graph, arch)
         self.cfg = replace(train_cfg, quant=method, target_bits=target_bits, penalty_weight=25.0)
         torch.manual_seed(0)
         self.model = apply_quantization(build_model(model_cfg), graph, self.cfg)
-        self.sparse = wants_sparse_input(self.model, graph)
+        self.sparse = wants_sparse_input(self.model, graph) if sparse is None else sparse
         self.task = _Task(graph, graph.splits[0], self.cfg, 0, use_sparse_input=self.sparse)
         self.opt, self.penalty = _make_optimizer(self.model, self.cfg)
         for _ in range(2):  # warm-up: caches (normalised adjacency, CSR matrices), allocator
@@ -60,6 +67,9 @@ def main() -> None:
     p.add_argument("--target-bits", type=float, default=1.7)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--dense-input", action="store_true",
+                   help="also time each method that takes sparse input with dense input (<method>@dense)")
+    p.add_argument("--name", default="quant_speed", help="results file name (benchmarks/results/<name>.json)")
     args = p.parse_args()
     methods = args.methods.split(",")
     if methods[0] != "none":
@@ -70,7 +80,10 @@ def main() -> None:
         graph = load_dataset(name)
         for arch in args.models.split(","):
             runners = {m: Runner(graph, arch, m, args.target_bits) for m in methods}
-            ms = {m: [] for m in methods}
+            if args.dense_input:
+                runners.update({f"{m}@dense": Runner(graph, arch, m, args.target_bits, sparse=False)
+                                for m in methods if runners[m].sparse})
+            ms = {m: [] for m in runners}
             for _ in range(args.repeats):
                 for m, r in runners.items():
                     ms[m].append(r.time_steps(args.steps))
@@ -80,7 +93,7 @@ def main() -> None:
             out["cases"][f"{name}:{arch}"] = case
             print(f"{name:<14}{arch:<5} " + "  ".join(f"{m} {c['ms']:.1f} ms (x{c['ratio_vs_fp32']:.2f})"
                                                      for m, c in case.items()), flush=True)
-    print(f"written to {save_results('quant_speed', out)}")
+    print(f"written to {save_results(args.name, out)}")
 
 
 if __name__ == "__main__":

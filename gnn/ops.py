@@ -99,13 +99,90 @@ class _SparseInputMatmul(torch.autograd.Function):
         return None, torch.sparse.mm(x.t(), grad_out).t()
 
 
+class _SparseFromValues(torch.autograd.Function):
+    """A coalesced sparse COO tensor from its stored values; backward hands the gradient of those values back
+    directly when the incoming gradient has the same entries (as `_SparseValuesMatmul` returns), instead of the
+    ``sparse_mask`` that autograd's own constructor gradient runs (most of a quantized epoch on Coauthor CS)."""
+
+    @staticmethod
+    def forward(ctx, values: Tensor, indices: Tensor, shape: tuple[int, ...]) -> Tensor:
+        ctx.indices = indices
+        return torch.sparse_coo_tensor(indices, values, shape, is_coalesced=True, check_invariants=False)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        idx = ctx.indices
+        if not grad.is_sparse:
+            return grad[tuple(idx)], None, None
+        grad = grad.coalesce()
+        if grad._nnz() == idx.size(1) and torch.equal(grad.indices(), idx):
+            return grad.values(), None, None
+        return grad.to_dense()[tuple(idx)], None, None  # other entries: read the values at ours
+
+
+def sparse_from_values(indices: Tensor, values: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """Differentiable coalesced COO tensor (``indices`` (2, nnz) sorted row-major and unique, ``values`` (nnz,)):
+    how the quantizers return a rounded sparse aggregate."""
+    return _SparseFromValues.apply(values, indices, tuple(shape))
+
+
+def sparse_add_scaled(a: Tensor, b: Tensor, c: Tensor) -> Tensor:
+    """``a + c * b`` for coalesced COO tensors ``a`` and ``b`` (N, F) that need no gradient and a scalar tensor ``c``
+    (which may): a coalesced COO tensor on the union of their entries, differentiable in ``c``. When every entry
+    of ``b`` is already an entry of ``a`` (``a = (A + I) @ b``) the values of ``c * b`` are added in place of a
+    union."""
+    n_cols = a.size(1)
+    a_idx, b_idx = a.indices(), b.indices()
+    a_key, b_key = a_idx[0] * n_cols + a_idx[1], b_idx[0] * n_cols + b_idx[1]  # row-major, sorted (coalesced)
+    scaled = c.reshape(()) * b.values()  # (nnz_b,)
+    pos = torch.searchsorted(a_key, b_key).clamp_max(max(a_key.numel() - 1, 0))
+    if a_key.numel() and bool((a_key[pos] == b_key).all()):
+        return sparse_from_values(a_idx, a.values().index_add(0, pos, scaled), a.shape)
+    keys, inverse = torch.unique(torch.cat([a_key, b_key]), sorted=True, return_inverse=True)
+    values = scaled.new_zeros(keys.numel()).index_add(0, inverse[:a_key.numel()], a.values().to(scaled.dtype))
+    values = values.index_add(0, inverse[a_key.numel():], scaled)
+    return sparse_from_values(torch.stack([keys // n_cols, keys % n_cols]), values, a.shape)
+
+
+class _SparseValuesMatmul(torch.autograd.Function):
+    """``X @ W^T`` for sparse COO X whose stored values need a gradient (a quantized aggregate of sparse inputs).
+
+    Forward: CSR product. Backward: ``dW = (X^T G)^T`` and the gradient of the stored values only,
+    ``dX[i, k] = G[i] . W[:, k]`` at X's entries (one sampled product, never the dense N x F_in gradient that
+    ``torch.sparse.mm``'s backward builds and then masks), returned as a COO tensor with X's entries.
+    """
+
+    @staticmethod
+    def forward(ctx, x: Tensor, w: Tensor) -> Tensor:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
+            x = x.detach().coalesce()
+            csr = x.to_sparse_csr()  # stored values in the coalesced COO order (row-major)
+            ctx.csr, ctx.x = csr, x
+            ctx.save_for_backward(w)
+            return csr @ w.t()
+
+    @staticmethod
+    def backward(ctx, grad_out: Tensor):
+        (w,) = ctx.saved_tensors
+        g = grad_out.contiguous()
+        grad_x = grad_w = None
+        if ctx.needs_input_grad[0]:
+            values = torch.sparse.sampled_addmm(ctx.csr, g, w, beta=0.0).values()  # (nnz,)
+            grad_x = torch.sparse_coo_tensor(ctx.x.indices(), values, ctx.x.shape, is_coalesced=True,
+                                             check_invariants=False)
+        if ctx.needs_input_grad[1]:
+            grad_w = torch.sparse.mm(ctx.x.t(), g).t()  # (F_out, F_in)
+        return grad_x, grad_w
+
+
 def sparse_input_matmul(x: Tensor, w: Tensor) -> Tensor:
     """``X W^T`` for sparse COO node features X (N, F_in) and a weight W (F_out, F_in) -> dense (N, F_out).
 
     The same product ``torch.sparse.mm(x, w.t())`` gives, faster: the forward runs on CSR and the weight gradient
-    is one ``X^T @ G`` (the speed against PyG's layers is in ``benchmarks/results/train_speed.json``). Input
-    features that need a gradient themselves take ``torch.sparse.mm``.
+    is one ``X^T @ G`` (the speed against PyG's layers is in ``benchmarks/results/train_speed.json``). When X's
+    stored values need a gradient (a quantized aggregate of sparse inputs) it flows to those values only.
     """
     if x.requires_grad:
-        return torch.sparse.mm(x, w.t())
+        return _SparseValuesMatmul.apply(x, w)
     return _SparseInputMatmul.apply(x, w)

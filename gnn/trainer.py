@@ -120,14 +120,20 @@ def seed_everything(seed: int) -> None:
 
 def wants_sparse_input(model: nn.Module, graph: GraphData) -> bool:
     """Feed input features as a sparse tensor when they are large and sparse (density < 5%, > 1M entries)
-    and the first layer projects before aggregating, so it never densifies them. Same math, less time."""
-    return graph.task == "node" and sparse_input_pays(model, graph.data.x)
+    and the first layer either projects before aggregating, so it never densifies them, or keeps its quantized
+    aggregate sparse (`first_layer_aggregates_sparse`). Same math, less time."""
+    if graph.task != "node" or not _large_and_sparse(graph.data.x):
+        return False
+    return first_layer_takes_sparse(model) or first_layer_aggregates_sparse(model)
 
 
 def sparse_input_pays(model: nn.Module, x: Tensor) -> bool:
-    """`wants_sparse_input` for node features ``x`` (N, F) of a node task (also used by distributed/)."""
-    if not first_layer_takes_sparse(model):
-        return False
+    """Whether node features ``x`` (N, F) go in sparse to a first layer that projects them unaggregated and
+    unquantized (distributed/'s rule: its halo exchange needs that layer)."""
+    return first_layer_takes_sparse(model) and _large_and_sparse(x)
+
+
+def _large_and_sparse(x: Tensor) -> bool:
     return x.numel() > 1_000_000 and float((x != 0).float().mean()) < 0.05
 
 
@@ -135,6 +141,13 @@ def first_layer_takes_sparse(model: nn.Module) -> bool:
     """Whether the first layer projects sparse input without densifying it (``accepts_sparse_input``)."""
     accepts = getattr(getattr(model, "convs", [None])[0], "accepts_sparse_input", None)
     return accepts is not None and accepts()
+
+
+def first_layer_aggregates_sparse(model: nn.Module) -> bool:
+    """Whether the first layer aggregates sparse input into a sparse, quantized aggregate
+    (``aggregates_sparse_input``: a quantized GraphSAGE on bag-of-words features)."""
+    aggregates = getattr(getattr(model, "convs", [None])[0], "aggregates_sparse_input", None)
+    return aggregates is not None and aggregates()
 
 
 def _is_better(val_acc: float, val_loss: float, best_acc: float, best_loss: float, within_budget: bool = True,

@@ -22,10 +22,11 @@ import math
 import torch
 from torch import Tensor, nn
 
+from gnn.ops import sparse_from_values
 from quant.degree_aware import degree_bucket
 from quant.graph_context import GraphContext
 from quant.nns import nns_range, nns_select
-from quant.quantizers import STEP_EPS, a2q_fake_quant, a2q_qmax, round_half_away
+from quant.quantizers import STEP_EPS, a2q_fake_quant, a2q_fake_quant_stored, a2q_qmax, round_half_away
 
 SCHEMES = ("node", "nns", "degree", "channel", "row", "head")
 FEATURE_SCHEMES = ("node", "nns", "degree")
@@ -73,6 +74,11 @@ class A2QQuantizer(nn.Module):
         self._eval_records: list[tuple[Tensor, Tensor | None]] = []
 
     # ------------------------------------------------------------------------------------------- helpers
+    @property
+    def takes_sparse_rows(self) -> bool:
+        """Whether sparse COO input (N, F) is quantized on its stored values (per-row schemes: node, degree)."""
+        return self.scheme in ("node", "degree")
+
     def effective_bits(self) -> Tensor:
         """Continuous signed bits clamp(|b|, 1, max_bits), same shape as the parameter (differentiable)."""
         return self.bits.abs().clamp(1.0, float(self.max_bits))
@@ -103,9 +109,12 @@ class A2QQuantizer(nn.Module):
     def _calibrate(self, x: Tensor) -> None:
         """Initial steps: the maximum magnitude of each parameter's rows maps to the top code."""
         qmax = a2q_qmax(self.rounded_bits()).clamp_min(1.0)
-        a = x.detach().abs()
+        a = x.detach().coalesce() if x.is_sparse else x.detach().abs()
         if self.scheme in FEATURE_SCHEMES:
-            row_max = a.reshape(a.size(0), -1).amax(dim=1)  # (N,)
+            if a.is_sparse:  # per-row schemes only (`takes_sparse_rows`): the row maxima of the stored values
+                row_max = a.values().new_zeros(a.size(0)).scatter_reduce_(0, a.indices()[0], a.values().abs(), "amax")
+            else:
+                row_max = a.reshape(a.size(0), -1).amax(dim=1)  # (N,)
             pos = row_max[row_max > 0]
             fallback = float(pos.mean()) if pos.numel() else 1.0
             if self.scheme == "node":
@@ -137,20 +146,28 @@ class A2QQuantizer(nn.Module):
 
     # ------------------------------------------------------------------------------------------- forward
     def forward(self, x: Tensor) -> Tensor:
+        if x.is_sparse and not self.takes_sparse_rows:
+            raise ValueError(f"A2QQuantizer({self.role}): scheme {self.scheme!r} takes dense input only; sparse COO "
+                             f"input is quantized by the per-row schemes (node, degree)")
         if not bool(self.initialized):
             self._calibrate(x)
         idx = self._rows_index(x)
         s, b = self._effective_step(), self.effective_bits()
         if idx is not None:  # gather: autograd scatter-adds each row's gradient onto its shared entry
             s, b = s[idx], b[idx]
-        out = a2q_fake_quant(x, s, b, self.local)
+        if x.is_sparse:  # (N, F) COO: round the stored values; zeros stay zero
+            x = x.coalesce()
+            q = a2q_fake_quant_stored(x.values(), x.indices()[0], s, b, x.size(1), self.local)
+            out = sparse_from_values(x.indices(), q, x.shape)
+        else:
+            out = a2q_fake_quant(x, s, b, self.local)
         if self.learn_bits:
             self._record(x, b, idx)
         return out
 
     def _record(self, x: Tensor, b_rows: Tensor, idx: Tensor | None) -> None:
         self._last_rows = b_rows.reshape(-1)
-        self._last_row_elems = x[0].numel() if x.size(0) else 0
+        self._last_row_elems = math.prod(x.shape[1:]) if x.size(0) else 0
         if self.training:
             self._eval_records = []
         else:

@@ -14,11 +14,14 @@ re-added) is not the model's, so a per-edge mask could not be derived from the n
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor, nn
 
+from gnn.ops import sparse_from_values
 from quant.graph_context import GraphContext
-from quant.quantizers import affine_fake_quant, affine_qparams, percentile_range
+from quant.quantizers import affine_fake_quant, affine_qparams, percentile_range, percentile_range_stored
 
 
 class DQQuantizer(nn.Module):
@@ -38,24 +41,62 @@ class DQQuantizer(nn.Module):
             return None
         return m
 
+    @property
+    def takes_sparse_rows(self) -> bool:
+        """Sparse COO node tensors (N, F) are quantized on their stored values: the affine grid maps 0 to the zero
+        point, so unstored zeros stay zero, and the percentiles count them (`percentile_range`)."""
+        return self.kind == "node"
+
     def forward(self, x: Tensor) -> Tensor:
+        if x.is_sparse:
+            return self._forward_sparse(x)
         mask = self._mask(x)  # (N,) True = protected
         if self.training:
-            observed = x if mask is None else x[~mask]
-            if observed.numel() > 0:
-                lo, hi = percentile_range(observed, self.percentile)
-                self.lo.copy_(torch.minimum(self.lo, lo))
-                self.hi.copy_(torch.maximum(self.hi, hi))
-        if torch.isfinite(self.lo) and torch.isfinite(self.hi):
-            lo, hi = self.lo, self.hi
-        else:  # evaluated before any training step: use this tensor's own range, do not store it
-            lo, hi = percentile_range(x, self.percentile)
-        scale, zp, qmin, qmax = affine_qparams(lo, hi, self.num_bits)
+            self._observe(x if mask is None else x[~mask])
+        scale, zp, qmin, qmax = self._qparams(x)
         out = affine_fake_quant(x, scale, zp, qmin, qmax)
         if mask is None:
             return out
         keep = mask.view(-1, *([1] * (x.dim() - 1)))  # (N, 1, ...)
         return torch.where(keep, x, out)
+
+    def _forward_sparse(self, x: Tensor) -> Tensor:
+        """`forward` of a sparse COO (N, F) node tensor: same values and gradients on the stored entries."""
+        if not self.takes_sparse_rows or x.dim() != 2:
+            raise ValueError(f"DQQuantizer({self.role}): sparse input is supported for 2-D node tensors only")
+        x = x.coalesce()
+        rows, values = x.indices()[0], x.values()
+        mask = self._mask(x)  # (N,) True = protected
+        if self.training:
+            if mask is None:
+                self._observe_stored(values, math.prod(x.shape))
+            else:
+                self._observe_stored(values[~mask[rows]], int((~mask).sum()) * x.size(1))
+        scale, zp, qmin, qmax = self._qparams(x)
+        out = affine_fake_quant(values, scale, zp, qmin, qmax)
+        if mask is not None:
+            out = torch.where(mask[rows], values, out)
+        return sparse_from_values(x.indices(), out, x.shape)
+
+    def _observe(self, observed: Tensor) -> None:
+        """Widen the stored range by the percentiles of the unprotected rows of a training batch."""
+        if observed.numel() > 0:
+            self._widen(*percentile_range(observed, self.percentile))
+
+    def _observe_stored(self, values: Tensor, n: int) -> None:
+        if n > 0:
+            self._widen(*percentile_range_stored(values, n, self.percentile))
+
+    def _widen(self, lo: Tensor, hi: Tensor) -> None:
+        self.lo.copy_(torch.minimum(self.lo, lo))
+        self.hi.copy_(torch.maximum(self.hi, hi))
+
+    def _qparams(self, x: Tensor) -> tuple[Tensor, Tensor, int, int]:
+        if torch.isfinite(self.lo) and torch.isfinite(self.hi):
+            lo, hi = self.lo, self.hi
+        else:  # evaluated before any training step: use this tensor's own range, do not store it
+            lo, hi = percentile_range(x, self.percentile)
+        return affine_qparams(lo, hi, self.num_bits)
 
     def extra_repr(self) -> str:
         return f"role={self.role!r}, kind={self.kind!r}, INT{self.num_bits}, percentile={self.percentile}"

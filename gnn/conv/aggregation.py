@@ -17,6 +17,8 @@ source, so the call cannot move into a shared helper.
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch import Tensor
 
@@ -37,6 +39,7 @@ class CsrAggregation:
         self.reduce = reduce
         self._key: tuple | None = None
         self._mats: tuple[Tensor, Tensor] | None = None
+        self._with_loops: tuple[Tensor, Tensor] | None = None  # (A it was built from, A + I in CSR)
 
     @staticmethod
     def applies(edge_index: Tensor, x: Tensor) -> bool:
@@ -47,6 +50,28 @@ class CsrAggregation:
 
     def __call__(self, edge_index: Tensor, x: Tensor, weight: Tensor | None = None) -> Tensor:
         """Sum (or mean) over in-edges j -> i of ``weight_ji * x_j``. x: (N, F) -> (N, F)."""
+        a, a_t = self._matrices(edge_index, weight, x)
+        return csr_matmul(a, a_t, x)
+
+    def sparse(self, edge_index: Tensor, x: Tensor, weight: Tensor | None = None, self_loops: bool = False) -> Tensor:
+        """The same aggregation of sparse COO features that need no gradient (raw bag-of-words inputs), kept sparse:
+        one sparse-sparse product. ``self_loops``: add each node's own row too (``(A + I) @ X``, GIN's sum).
+        x: (N, F) COO -> (N, F) coalesced COO (Coauthor CS: 6.6% of the 18333 x 6805 neighbour mean is non-zero)."""
+        if x.requires_grad:
+            raise ValueError("CsrAggregation.sparse: the features need a gradient; aggregate dense features instead")
+        a, _ = self._matrices(edge_index, weight, x)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
+            if self_loops:
+                if self._with_loops is None or self._with_loops[0] is not a:
+                    n = x.size(0)
+                    eye = torch.sparse_coo_tensor(torch.arange(n, device=x.device).repeat(2, 1),
+                                                  torch.ones(n, dtype=x.dtype, device=x.device), (n, n))
+                    self._with_loops = (a, (a.to_sparse_coo() + eye).coalesce().to_sparse_csr())
+                a = self._with_loops[1]
+            return (a @ x.coalesce().to_sparse_csr()).to_sparse_coo().coalesce()
+
+    def _matrices(self, edge_index: Tensor, weight: Tensor | None, x: Tensor) -> tuple[Tensor, Tensor]:
         num_nodes = x.size(0)
         shape = (num_nodes, x.dtype, x.device)
         if self._key is None or self._key[0] is not edge_index or self._key[1] is not weight \
@@ -54,5 +79,4 @@ class CsrAggregation:
             with torch.no_grad():
                 self._mats = csr_adjacency(edge_index, num_nodes, weight, self.reduce, x.dtype)
             self._key = (edge_index, weight, shape)
-        a, a_t = self._mats
-        return csr_matmul(a, a_t, x)
+        return self._mats

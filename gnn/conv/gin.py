@@ -10,6 +10,7 @@ from torch_geometric.nn import MessagePassing
 from gnn.conv.aggregation import CsrAggregation
 from gnn.conv.linear import Linear
 from gnn.conv.quant_point import QuantPoint
+from gnn.ops import sparse_add_scaled
 
 
 def gin_mlp(in_dim: int, out_dim: int, hidden_dim: int | None = None) -> nn.Sequential:
@@ -66,6 +67,14 @@ class GINConv(MessagePassing):
         """Sparse input features are never densified when the layer projects first and X is not quantized."""
         return self.projects_first() and QuantPoint.is_identity(self.q_input)
 
+    def aggregates_sparse_input(self) -> bool:
+        """Sparse input features stay sparse through a quantized sum when X itself is not quantized, the MLP starts
+        with our `Linear` (it takes sparse rows) and the aggregate's quantizer rounds stored values only
+        (``takes_sparse_rows``), so the F_in-wide ``(1 + eps) x_i + sum_j x_j`` is never densified."""
+        first = self.mlp[0] if isinstance(self.mlp, nn.Sequential) and len(self.mlp) > 0 else None
+        return (QuantPoint.is_identity(self.q_input) and not self.projects_first() and isinstance(first, Linear)
+                and getattr(self.q_aggregate, "takes_sparse_rows", False))
+
     def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
         x = self.q_input(x)  # (N, F_in), dense or sparse COO
         if self.projects_first():
@@ -75,7 +84,10 @@ class GINConv(MessagePassing):
             if first.bias is not None:
                 h = h + first.bias
             return self.mlp[1:](h)  # (N, F_out)
-        h = self._sum(edge_index, x) + (1 + self.eps) * x  # (N, F_in)
+        if x.is_sparse:  # (A + I) x + eps x, sparse COO (N, F_in), differentiable in eps
+            h = sparse_add_scaled(self._csr.sparse(edge_index, x, self_loops=True), x.coalesce(), self.eps)
+        else:
+            h = self._sum(edge_index, x) + (1 + self.eps) * x  # (N, F_in)
         return self.mlp(self.q_aggregate(h))  # (N, F_out)
 
     def _sum(self, edge_index: Tensor, x: Tensor) -> Tensor:

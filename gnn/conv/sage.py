@@ -44,6 +44,13 @@ class SAGEConv(MessagePassing):
         """Sparse input features are never densified when the layer projects first and X is not quantized."""
         return self.projects_first() and QuantPoint.is_identity(self.q_input)
 
+    def aggregates_sparse_input(self) -> bool:
+        """Sparse input features stay sparse through a quantized neighbour mean when X itself is not quantized and
+        the aggregate's quantizer rounds stored values only (``takes_sparse_rows``: zeros stay zero), so the
+        F_in-wide aggregate is never densified (Coauthor CS: 6.6% of it is non-zero)."""
+        return (QuantPoint.is_identity(self.q_input) and not self.projects_first()
+                and getattr(self.q_aggregate, "takes_sparse_rows", False))
+
     def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
         x = self.q_input(x)  # (N, F_in), dense or sparse COO
         if self.projects_first():
@@ -55,7 +62,9 @@ class SAGEConv(MessagePassing):
         return self.lin_neigh(agg) + self.lin_root(x)  # (N, F_out)
 
     def _mean(self, edge_index: Tensor, x: Tensor) -> Tensor:
-        """Mean of the in-neighbours' rows (0 without in-edges). x: (N, F) -> (N, F)."""
+        """Mean of the in-neighbours' rows (0 without in-edges). x: (N, F) -> (N, F), sparse COO stays sparse."""
+        if x.is_sparse:
+            return self._csr.sparse(edge_index, x)
         if CsrAggregation.applies(edge_index, x):
             return self._csr(edge_index, x)
         return self.propagate(edge_index, x=x)

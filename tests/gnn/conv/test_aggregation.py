@@ -65,6 +65,25 @@ def test_sparse_input_matmul_equals_dense_product_and_gradient():
     ref.backward(grad)
     torch.testing.assert_close(out, ref, rtol=0, atol=1e-12)
     torch.testing.assert_close(w.grad, w_ref.grad, rtol=0, atol=1e-12)
-    x = dense.to_sparse().requires_grad_(True)  # features that need a gradient take torch.sparse.mm
-    sparse_input_matmul(x, w.detach()).sum().backward()
-    assert x.grad is not None
+    x = dense.to_sparse().requires_grad_(True)  # stored values that need a gradient get it at their entries only
+    sparse_input_matmul(x, w.detach()).backward(grad)
+    stored = dense != 0
+    torch.testing.assert_close(x.grad.to_dense(), (grad @ w.detach()) * stored, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("contained", [True, False], ids=["b-within-a", "union"])
+def test_sparse_add_scaled_equals_dense_with_gradient(contained):
+    from gnn.ops import sparse_add_scaled
+
+    g = torch.Generator().manual_seed(1)
+    b = torch.rand(20, 30, generator=g, dtype=torch.float64) * (torch.rand(20, 30, generator=g) < 0.2)
+    a = torch.rand(20, 30, generator=g, dtype=torch.float64) * (torch.rand(20, 30, generator=g) < 0.3)
+    if contained:
+        a = a + b  # every entry of b is an entry of a, as in (A + I) @ X
+    c = torch.tensor([0.7], dtype=torch.float64, requires_grad=True)
+    out = sparse_add_scaled(a.to_sparse(), b.to_sparse(), c)
+    assert out.is_sparse and out.is_coalesced()
+    torch.testing.assert_close(out.to_dense(), a + 0.7 * b, rtol=0, atol=1e-12)
+    weights = torch.rand(20, 30, generator=g, dtype=torch.float64)
+    (grad_c,) = torch.autograd.grad(out.coalesce().values() @ weights[tuple(out.indices())], c)
+    torch.testing.assert_close(grad_c, (weights * b).sum().view(1), rtol=0, atol=1e-12)
