@@ -40,6 +40,7 @@ class CsrAggregation:
         self._key: tuple | None = None
         self._mats: tuple[Tensor, Tensor] | None = None
         self._with_loops: tuple[Tensor, Tensor] | None = None  # (A it was built from, A + I in CSR)
+        self._order: tuple[Tensor, Tensor, Tensor] | None = None  # (product entries, sorting permutation, sorted)
 
     @staticmethod
     def applies(edge_index: Tensor, x: Tensor) -> bool:
@@ -66,10 +67,23 @@ class CsrAggregation:
                 if self._with_loops is None or self._with_loops[0] is not a:
                     n = x.size(0)
                     eye = torch.sparse_coo_tensor(torch.arange(n, device=x.device).repeat(2, 1),
-                                                  torch.ones(n, dtype=x.dtype, device=x.device), (n, n))
+                                                  torch.ones(n, dtype=x.dtype, device=x.device), (n, n),
+                                                  check_invariants=False)
                     self._with_loops = (a, (a.to_sparse_coo() + eye).coalesce().to_sparse_csr())
                 a = self._with_loops[1]
-            return (a @ x.coalesce().to_sparse_csr()).to_sparse_coo().coalesce()
+            return self._row_major((a @ x.coalesce().to_sparse_csr()).to_sparse_coo())
+
+    def _row_major(self, product: Tensor) -> Tensor:
+        """The COO form of a CSR product with its entries sorted by (row, column), as a coalesced tensor must be: the
+        product keeps rows in order but not the columns within a row. The sorting permutation is kept while the
+        product's entries stay the same (every epoch of a transductive run: dropout zeroes values, not entries)."""
+        idx = product.indices()  # (2, nnz)
+        if self._order is None or self._order[0].shape != idx.shape or not torch.equal(self._order[0], idx):
+            perm = torch.argsort(idx[0] * product.size(1) + idx[1])
+            self._order = (idx, perm, idx[:, perm].contiguous())
+        _, perm, ordered = self._order
+        return torch.sparse_coo_tensor(ordered, product.values()[perm], product.shape, is_coalesced=True,
+                                       check_invariants=False)
 
     def _matrices(self, edge_index: Tensor, weight: Tensor | None, x: Tensor) -> tuple[Tensor, Tensor]:
         num_nodes = x.size(0)

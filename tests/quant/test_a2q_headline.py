@@ -78,6 +78,6 @@ def test_pareto_takes_the_selected_recipe_at_every_target():
     best = make_results.fewest_bits_within_gap([r for r in rows if r["cell"]["method"] == "a2q"])
     assert best["cell"]["target_bits"] == 2.0 and best["gap"] == pytest.approx(-0.9)
     text = "\n".join(make_results.render_a2q_pareto(cells))
-    assert "a2q: the fewest bits within 1 pt of FP32 are 1.90 (target 2, -0.90 pt)." in text
+    assert "a2q: the fewest bits whose run tests within 1 pt of FP32 are 1.90 (target 2, -0.90 pt)." in text
     assert "degree-aware: no target of this recipe comes within 1 pt of FP32." in text
     assert make_results.render_a2q_pareto([cell("fp32", 82.0)]) == []

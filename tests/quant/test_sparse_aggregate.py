@@ -19,9 +19,11 @@ from quant.graph_context import GraphContext
 
 
 def bag_of_words_graph(n=90, f=50, density=0.06, seed=0):
-    """Binary features at ~6% density, random directed edges; nodes 0..4 have no in-edges."""
+    """Features at ~6% density, random directed edges; nodes 0..4 have no in-edges. The stored values are random
+    (tf-idf-like), not 0/1: binary means hit rounding ties (x / s = k + 1/2 exactly), where a 1e-16 difference in
+    summation order between the sparse and dense products legitimately flips a code."""
     g = torch.Generator().manual_seed(seed)
-    x = (torch.rand(n, f, generator=g) < density).double()
+    x = torch.rand(n, f, generator=g, dtype=torch.float64) * (torch.rand(n, f, generator=g) < density)
     src = torch.randint(0, n, (5 * n,), generator=g)
     dst = torch.randint(5, n, (5 * n,), generator=g)
     return Data(x=x, edge_index=torch.unique(torch.stack([src, dst]), dim=1), y=torch.randint(0, 3, (n,), generator=g),
