@@ -4,6 +4,7 @@ dense path in float64, for A2Q (Local Gradient and task gradient), degree-aware 
 and percentile range included)."""
 
 import copy
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -11,7 +12,7 @@ from torch_geometric.data import Data
 
 from gnn.conv.aggregation import CsrAggregation
 from gnn.models import ModelConfig, build_model
-from gnn.trainer import first_layer_aggregates_sparse, first_layer_takes_sparse
+from gnn.trainer import first_layer_aggregates_sparse, first_layer_takes_sparse, wants_sparse_input
 from quant.a2q import A2QQuantizer
 from quant.api import QuantConfig, quant_penalty, quant_summary, quantize_
 from quant.degree_quant import DQQuantizer
@@ -101,6 +102,11 @@ def test_who_keeps_input_sparse_and_bad_sparse_input():
     assert first_layer_takes_sparse(fp32) and not first_layer_aggregates_sparse(fp32)  # projects first
     quantized_input = quantized_model(data, method="a2q", quantize_first_input=True)
     assert not first_layer_aggregates_sparse(quantized_input)  # X itself is quantized: dense rows
+    big = SimpleNamespace(task="node", data=SimpleNamespace(x=torch.rand(1100, 1000) * (torch.rand(1100, 1000) < 0.01)))
+    quantized = quantized_model(data, method="degree-aware")
+    assert wants_sparse_input(quantized, big, "cpu") and not wants_sparse_input(quantized, big, "cuda")
+    assert wants_sparse_input(fp32, big, "cuda")  # projecting first is sparse on every device
+    assert not wants_sparse_input(quantized, SimpleNamespace(task="node", data=SimpleNamespace(x=big.data.x[:500])))
     ctx = GraphContext()
     channel = A2QQuantizer(role="xw", kind="node", scheme="channel", param_shape=(1, 50), init_bits=4, max_bits=8,
                            unsigned=False, local=False, ctx=ctx)
