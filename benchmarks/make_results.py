@@ -249,7 +249,12 @@ def render_quant_speed_sparse_input(res: dict) -> list[str]:
                 continue
             lines.append(f"| {key} | {'fp32' if m == 'none' else m} | {v['ms']:.0f} | {dense['ms']:.0f} | "
                          f"x{dense['ms'] / v['ms']:.1f} | x{v['ratio_vs_fp32']:.2f} |")
-    return lines + ["", f"Machine: `{json.dumps(res.get('machine', {}))}`", ""]
+    load = res.get("load_average_1min")
+    load_text = (f"1-min load average {load['start']:.1f} at the start, {load['end']:.1f} at the end. " if load else
+                 "Load not recorded (this run shared the 2-core machine with four to five other processes, so its "
+                 "milliseconds are two to three times an idle core's). ")
+    return lines + ["", load_text + "The speed-up is a ratio within one process.", "",
+                    f"Machine: `{json.dumps(res.get('machine', {}))}`", ""]
 
 
 def render_gt_accuracy(res: dict) -> list[str]:

@@ -19,6 +19,7 @@ Writes benchmarks/results/quant_speed.json (``--name`` picks another file).
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -74,6 +75,7 @@ def main() -> None:
     methods = args.methods.split(",")
     if methods[0] != "none":
         raise SystemExit("error: --methods must start with 'none' (the FP32 reference of the ratios)")
+    load_start = os.getloadavg()[0]
     out = {"machine": machine(), "command": "python benchmarks/quant_speed.py " + " ".join(sys.argv[1:]),
            "repeats": args.repeats, "steps": args.steps, "target_bits": args.target_bits, "cases": {}}
     for name in args.datasets.split(","):
@@ -93,6 +95,7 @@ def main() -> None:
             out["cases"][f"{name}:{arch}"] = case
             print(f"{name:<14}{arch:<5} " + "  ".join(f"{m} {c['ms']:.1f} ms (x{c['ratio_vs_fp32']:.2f})"
                                                      for m, c in case.items()), flush=True)
+    out["load_average_1min"] = {"start": load_start, "end": os.getloadavg()[0]}  # shared machine: context
     print(f"written to {save_results(args.name, out)}")
 
 
