@@ -34,6 +34,7 @@ import numpy as np
 import torch
 from _common import device_name, preset_grid, quant_training_key  # noqa: E402  (benchmarks/ is on the path: scripts run from it)
 from quant_headline import HEADLINE_GAP_PT, HEADLINE_TARGET_BITS, a2q_pareto  # noqa: E402
+from quant_headline import LEARNED_METHODS as LEARNED  # noqa: E402
 
 from gnn.data.loaders import load_dataset
 from gnn.data.registry import FEATURE_PREPROCESSING
@@ -43,7 +44,6 @@ from gnn.presets import model_and_train_config, with_overrides
 from gnn.trainer import seed_everything, summarize, train_one
 
 RESULTS = Path(__file__).parent / "results"
-LEARNED = ("a2q", "degree-aware")
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -141,15 +141,19 @@ def _large_and_sparse(x: Tensor) -> bool:
 
 def first_layer_takes_sparse(model: nn.Module) -> bool:
     """Whether the first layer projects sparse input without densifying it (``accepts_sparse_input``)."""
-    accepts = getattr(getattr(model, "convs", [None])[0], "accepts_sparse_input", None)
-    return accepts is not None and accepts()
+    return _first_layer_says(model, "accepts_sparse_input")
 
 
 def first_layer_aggregates_sparse(model: nn.Module) -> bool:
     """Whether the first layer aggregates sparse input into a sparse, quantized aggregate
     (``aggregates_sparse_input``: a quantized GraphSAGE or GIN on bag-of-words features)."""
-    aggregates = getattr(getattr(model, "convs", [None])[0], "aggregates_sparse_input", None)
-    return aggregates is not None and aggregates()
+    return _first_layer_says(model, "aggregates_sparse_input")
+
+
+def _first_layer_says(model: nn.Module, question: str) -> bool:
+    """The answer of the model's first conv to the no-argument method ``question`` (False if it has none)."""
+    ask = getattr(getattr(model, "convs", [None])[0], question, None)
+    return ask is not None and ask()
 
 
 def _is_better(val_acc: float, val_loss: float, best_acc: float, best_loss: float, within_budget: bool = True,

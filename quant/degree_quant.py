@@ -52,7 +52,8 @@ class DQQuantizer(nn.Module):
             return self._forward_sparse(x)
         mask = self._mask(x)  # (N,) True = protected
         if self.training:
-            self._observe(x if mask is None else x[~mask])
+            observed = x if mask is None else x[~mask]
+            self._observe(observed, observed.numel())
         scale, zp, qmin, qmax = self._qparams(x)
         out = affine_fake_quant(x, scale, zp, qmin, qmax)
         if mask is None:
@@ -69,27 +70,22 @@ class DQQuantizer(nn.Module):
         mask = self._mask(x)  # (N,) True = protected
         if self.training:
             if mask is None:
-                self._observe_stored(values, math.prod(x.shape))
+                self._observe(values, math.prod(x.shape))
             else:
-                self._observe_stored(values[~mask[rows]], int((~mask).sum()) * x.size(1))
+                self._observe(values[~mask[rows]], int((~mask).sum()) * x.size(1))
         scale, zp, qmin, qmax = self._qparams(x)
         out = affine_fake_quant(values, scale, zp, qmin, qmax)
         if mask is not None:
             out = torch.where(mask[rows], values, out)
         return sparse_from_values(x.indices(), out, x.shape)
 
-    def _observe(self, observed: Tensor) -> None:
-        """Widen the stored range by the percentiles of the unprotected rows of a training batch."""
-        if observed.numel() > 0:
-            self._widen(*percentile_range(observed, self.percentile))
-
-    def _observe_stored(self, values: Tensor, n: int) -> None:
+    def _observe(self, values: Tensor, n: int) -> None:
+        """Widen the stored range by the percentiles of the ``n`` elements of a training batch's unprotected rows:
+        ``values`` (any shape), plus ``n - values.numel()`` unstored zeros of a sparse tensor."""
         if n > 0:
-            self._widen(*percentile_range_stored(values, n, self.percentile))
-
-    def _widen(self, lo: Tensor, hi: Tensor) -> None:
-        self.lo.copy_(torch.minimum(self.lo, lo))
-        self.hi.copy_(torch.maximum(self.hi, hi))
+            lo, hi = percentile_range_stored(values, n, self.percentile)
+            self.lo.copy_(torch.minimum(self.lo, lo))
+            self.hi.copy_(torch.maximum(self.hi, hi))
 
     def _qparams(self, x: Tensor) -> tuple[Tensor, Tensor, int, int]:
         if torch.isfinite(self.lo) and torch.isfinite(self.hi):

@@ -39,7 +39,8 @@ class CsrAggregation:
         self.reduce = reduce
         self._key: tuple | None = None
         self._mats: tuple[Tensor, Tensor] | None = None
-        self._coo: tuple[Tensor, Tensor, Tensor] | None = None  # (A in CSR it was built from, A, A + I) in COO
+        self._coo_of: Tensor | None = None  # the CSR A whose COO forms ``_coo`` holds
+        self._coo: dict[bool, Tensor] = {}  # self_loops -> A or A + I in COO (the sparse-input product)
 
     @staticmethod
     def applies(edge_index: Tensor, x: Tensor) -> bool:
@@ -64,15 +65,20 @@ class CsrAggregation:
         if x.requires_grad:
             raise ValueError("CsrAggregation.sparse: the features need a gradient; aggregate dense features instead")
         a, _ = self._matrices(edge_index, weight, x)
-        if self._coo is None or self._coo[0] is not a:
+        if self._coo_of is not a:  # a new graph: drop the COO forms of the old one
+            self._coo_of, self._coo = a, {}
+        if self_loops not in self._coo:
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
-                a_coo = a.to_sparse_coo().coalesce()
-            n = x.size(0)
-            eye = torch.sparse_coo_tensor(torch.arange(n, device=x.device).repeat(2, 1),
-                                          torch.ones(n, dtype=x.dtype, device=x.device), (n, n), check_invariants=False)
-            self._coo = (a, a_coo, (a_coo + eye).coalesce())
-        return torch.sparse.mm(self._coo[2] if self_loops else self._coo[1], x.coalesce()).coalesce()
+                m = a.to_sparse_coo().coalesce()
+            if self_loops:
+                n = x.size(0)
+                eye = torch.sparse_coo_tensor(torch.arange(n, device=x.device).repeat(2, 1),
+                                              torch.ones(n, dtype=x.dtype, device=x.device), (n, n),
+                                              check_invariants=False)
+                m = (m + eye).coalesce()
+            self._coo[self_loops] = m
+        return torch.sparse.mm(self._coo[self_loops], x.coalesce()).coalesce()
 
     def _matrices(self, edge_index: Tensor, weight: Tensor | None, x: Tensor) -> tuple[Tensor, Tensor]:
         num_nodes = x.size(0)
