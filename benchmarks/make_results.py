@@ -251,8 +251,7 @@ def render_quant_speed_sparse_input(res: dict) -> list[str]:
                          f"x{dense['ms'] / v['ms']:.1f} | x{v['ratio_vs_fp32']:.2f} |")
     load = res.get("load_average_1min")
     load_text = (f"1-min load average {load['start']:.1f} at the start, {load['end']:.1f} at the end. " if load else
-                 "Load not recorded (this run shared the 2-core machine with four to five other processes, so its "
-                 "milliseconds are two to three times an idle core's). ")
+                 "Load not recorded. ")
     return lines + ["", load_text + "The speed-up is a ratio within one process.", "",
                     f"Machine: `{json.dumps(res.get('machine', {}))}`", ""]
 

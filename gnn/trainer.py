@@ -121,7 +121,7 @@ def seed_everything(seed: int) -> None:
 def wants_sparse_input(model: nn.Module, graph: GraphData, device: str = "cpu") -> bool:
     """Feed input features as a sparse tensor when they are large and sparse (density < 5%, > 1M entries)
     and the first layer either projects before aggregating, so it never densifies them, or, on a CPU, keeps its
-    quantized aggregate sparse (`first_layer_aggregates_sparse`: 4x to 7x faster per step on Coauthor CS; a GPU
+    quantized aggregate sparse (`first_layer_aggregates_sparse`: 4x to 8x faster per step on Coauthor CS; a GPU
     takes the dense aggregate, measured fast and the path the GPU cells ran). Same math, less time."""
     if graph.task != "node" or not _large_and_sparse(graph.data.x):
         return False
