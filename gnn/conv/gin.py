@@ -10,7 +10,6 @@ from torch_geometric.nn import MessagePassing
 from gnn.conv.aggregation import CsrAggregation
 from gnn.conv.linear import Linear
 from gnn.conv.quant_point import QuantPoint
-from gnn.ops import sparse_add_scaled
 
 
 def gin_mlp(in_dim: int, out_dim: int, hidden_dim: int | None = None) -> nn.Sequential:
@@ -85,7 +84,7 @@ class GINConv(MessagePassing):
                 h = h + first.bias
             return self.mlp[1:](h)  # (N, F_out)
         if x.is_sparse:  # (A + I) x + eps x, sparse COO (N, F_in), differentiable in eps
-            h = sparse_add_scaled(self._csr.sparse(edge_index, x, self_loops=True), x.coalesce(), self.eps)
+            h = self._csr.sparse(edge_index, x, self_loops=True, self_scale=self.eps)
         else:
             h = self._sum(edge_index, x) + (1 + self.eps) * x  # (N, F_in)
         return self.mlp(self.q_aggregate(h))  # (N, F_out)

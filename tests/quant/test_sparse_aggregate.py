@@ -61,8 +61,9 @@ def test_sparse_quantized_aggregate_equals_dense(arch, quant):
             sparse_model.convs[0].eps.fill_(0.3)  # a non-zero learned eps: its gradient is compared too
     dense_model = copy.deepcopy(sparse_model)
     assert first_layer_aggregates_sparse(sparse_model) and not first_layer_takes_sparse(sparse_model)
-    for _ in range(2):  # the second step sees the Degree-Quant range stored by the first
-        out_s, grads_s = step(sparse_model, data.x.to_sparse(), data)
+    x_sparse = data.x.to_sparse()  # one input tensor, as in training: its pattern repeats and gets planned
+    for _ in range(2):  # the second step sees the Degree-Quant range stored by the first, and the planned product
+        out_s, grads_s = step(sparse_model, x_sparse, data)
         out_d, grads_d = step(dense_model, data.x, data)
         torch.testing.assert_close(out_s, out_d, rtol=0, atol=1e-10)
         assert grads_s.keys() == grads_d.keys() and len(grads_s) >= 5
@@ -78,8 +79,9 @@ def test_sparse_quantized_aggregate_equals_dense(arch, quant):
     for m in (sparse_model, dense_model):
         m.eval()
     with torch.no_grad():
-        torch.testing.assert_close(sparse_model(data.x.to_sparse(), data.edge_index),
+        torch.testing.assert_close(sparse_model(x_sparse, data.edge_index),
                                    dense_model(data.x, data.edge_index), rtol=0, atol=1e-10)
+    assert sparse_model.convs[0]._csr._plans  # the planned product (gnn.conv.sparse_product) really ran
 
 
 def test_sparse_calibration_of_per_row_steps_matches_dense():

@@ -1,0 +1,97 @@
+"""The planned sparse product ``A @ X`` (fixed entries, changing values) equals the dense product, float64; the
+aggregation plans only a pattern that repeats and never reuses a plan for other entries."""
+
+import pytest
+import torch
+
+from gnn.conv.aggregation import CsrAggregation
+from gnn.conv.sparse_product import build_sparse_product_plan
+from gnn.models import dropout
+
+N, F = 40, 25
+
+
+def _sparse_features(seed: int, density: float = 0.15) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    dense = torch.rand(N, F, generator=g, dtype=torch.float64) * (torch.rand(N, F, generator=g) < density)
+    dense[5] = 0  # an empty row
+    return dense.to_sparse().coalesce()
+
+
+def _adjacency(edge_index: torch.Tensor) -> torch.Tensor:
+    g = torch.Generator().manual_seed(7)
+    w = torch.rand(edge_index.size(1), generator=g, dtype=torch.float64)
+    return torch.sparse_coo_tensor(edge_index.flip(0), w, (N, N)).coalesce()  # row i: in-edges j -> i
+
+
+def test_plan_product_equals_dense_product(edges_with_duplicates):
+    a = _adjacency(edges_with_duplicates())
+    x = _sparse_features(0)
+    plan = build_sparse_product_plan(a, x)
+    out = plan.product(x)
+    ref = torch.sparse.mm(a, x).coalesce()
+    assert out.is_coalesced() and torch.equal(out.indices(), ref.indices())
+    torch.testing.assert_close(out.to_dense(), a.to_dense() @ x.to_dense(), rtol=0, atol=1e-12)
+    y = torch.sparse_coo_tensor(x.indices(), torch.randn(x._nnz(), dtype=torch.float64), x.shape,
+                                is_coalesced=True)  # same entries, new values (as after dropout)
+    assert plan.matches(y)
+    torch.testing.assert_close(plan.product(y).to_dense(), a.to_dense() @ y.to_dense(), rtol=0, atol=1e-12)
+
+
+def test_plan_self_scale_value_and_gradient(edges_with_duplicates):
+    a = _adjacency(edges_with_duplicates())
+    a = (a + torch.sparse_coo_tensor(torch.arange(N).repeat(2, 1), torch.ones(N, dtype=torch.float64),
+                                     (N, N))).coalesce()  # A + I: every entry of X is an entry of the product
+    x = _sparse_features(1)
+    plan = build_sparse_product_plan(a, x)
+    assert plan.x_positions is not None
+    c = torch.tensor([0.3], dtype=torch.float64, requires_grad=True)
+    out = plan.product(x, c)
+    dense_x = x.to_dense()
+    torch.testing.assert_close(out.to_dense(), a.to_dense() @ dense_x + 0.3 * dense_x, rtol=0, atol=1e-12)
+    weights = torch.rand(N, F, dtype=torch.float64)
+    (grad_c,) = torch.autograd.grad(out.values() @ weights[tuple(out.indices())], c)
+    torch.testing.assert_close(grad_c, (weights * dense_x).sum().view(1), rtol=0, atol=1e-12)
+
+
+def test_plan_refuses_self_scale_when_x_reaches_outside_the_product(edges_with_duplicates):
+    a = _adjacency(edges_with_duplicates())  # nodes 37..39 have no in-edges: their rows of A @ X are empty
+    x = _sparse_features(2, density=0.6)
+    plan = build_sparse_product_plan(a, x)
+    assert plan.x_positions is None
+    with pytest.raises(ValueError, match="sparse_add_scaled"):
+        plan.product(x, torch.tensor(0.5, dtype=torch.float64))
+
+
+def test_plan_does_not_match_other_entries_or_dtypes(edges_with_duplicates):
+    a = _adjacency(edges_with_duplicates())
+    x = _sparse_features(3)
+    plan = build_sparse_product_plan(a, x)
+    copy = torch.sparse_coo_tensor(x.indices().clone(), x.values(), x.shape, is_coalesced=True)
+    assert not plan.matches(copy)  # equal entries in other memory: not trusted without a comparison
+    assert not plan.matches(_sparse_features(4))
+    assert not plan.matches(x.float())
+
+
+@pytest.mark.parametrize("self_loops", [False, True], ids=["mean", "sum-with-self"])
+def test_aggregation_plans_a_repeated_pattern_only(self_loops, edges_with_duplicates):
+    ei = edges_with_duplicates()
+    agg = CsrAggregation("sum" if self_loops else "mean")
+    x = _sparse_features(5)
+    eps = torch.tensor([0.2], dtype=torch.float64, requires_grad=True) if self_loops else None
+    dense_a = None
+    outs = []
+    for step in range(3):
+        torch.manual_seed(step)
+        xd = dropout(x, 0.5, training=True)  # new values, the input's entries
+        outs.append((xd, agg.sparse(ei, xd, self_loops=self_loops, self_scale=eps)))
+        assert bool(agg._plans) == (step >= 1)  # planned when the pattern comes back, not before
+        if dense_a is None:
+            dense_a = agg._coo[self_loops].to_dense()
+    for xd, out in outs:
+        ref = dense_a @ xd.to_dense() + (0.2 * xd.to_dense() if self_loops else 0)
+        torch.testing.assert_close(out.to_dense(), ref, rtol=0, atol=1e-12)
+    other = _sparse_features(6)  # a new pattern: the plan is not used for it
+    ref = dense_a @ other.to_dense() + (0.2 * other.to_dense() if self_loops else 0)
+    torch.testing.assert_close(agg.sparse(ei, other, self_loops=self_loops, self_scale=eps).to_dense(), ref,
+                               rtol=0, atol=1e-12)
