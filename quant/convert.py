@@ -59,21 +59,22 @@ class ConvertedGCN:
     degree_tables: dict[int, dict]
 
 
-def _check_model(model: nn.Module) -> None:
+def check_convertible(model: nn.Module, arch: str, fn: str) -> None:
+    """Refuse, with what to do, a model ``fn`` (a converter) cannot turn into an integer model of ``arch``."""
     cfg = getattr(model, "cfg", None)
     qcfg = getattr(model, "_quant_cfg", None)
-    if cfg is None or getattr(cfg, "arch", None) != "gcn":
-        raise ValueError("to_quantized_gcn: the integer golden model covers GCN only; got arch="
-                         f"{getattr(cfg, 'arch', None)!r}. Export a model built with ModelConfig(arch='gcn')")
+    if cfg is None or getattr(cfg, "arch", None) != arch:
+        raise ValueError(f"{fn}: this converter takes arch={arch!r} (GCN: quant.convert.to_quantized_gcn, "
+                         f"GraphSAGE: quant.convert_sage.to_quantized_sage); got arch="
+                         f"{getattr(cfg, 'arch', None)!r}")
     if cfg.pool != "none" or cfg.norm != "none" or cfg.residual:
-        raise ValueError(f"to_quantized_gcn: need a node-task GCN without norm or residual (pool='none', "
+        raise ValueError(f"{fn}: need a node-task model without norm or residual (pool='none', "
                          f"norm='none', residual=False); got pool={cfg.pool!r}, norm={cfg.norm!r}, "
                          f"residual={cfg.residual}")
     if qcfg is None:
-        raise ValueError("to_quantized_gcn: the model is not quantized; call quant.api.quantize_ (or "
-                         "load_trained) first")
+        raise ValueError(f"{fn}: the model is not quantized; call quant.api.quantize_ (or load_trained) first")
     if qcfg.method not in SUPPORTED_METHODS:
-        raise ValueError(f"to_quantized_gcn: method {qcfg.method!r} has no integer path (Degree-Quant is affine "
+        raise ValueError(f"{fn}: method {qcfg.method!r} has no integer path (Degree-Quant is affine "
                          f"with zero points); supported: {', '.join(SUPPORTED_METHODS)}")
 
 
@@ -81,14 +82,14 @@ def _step(q: A2QQuantizer) -> torch.Tensor:
     return q.step.detach().abs().clamp_min(STEP_EPS)
 
 
-def _per_node(q: A2QQuantizer, in_deg: torch.Tensor, who: str) -> tuple[np.ndarray, np.ndarray]:
-    """Per-node (steps (N,), signed bits (N,)) of a node or degree-scheme quantizer."""
+def per_node(q: A2QQuantizer, in_deg: torch.Tensor, who: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per-node (steps (N,), signed bits (N,)) of a node or degree-scheme quantizer (``who`` names it in errors)."""
     steps, bits = _step(q).view(-1), q.rounded_bits().view(-1)
     if q.scheme == "degree":
         idx = degree_bucket(in_deg, q.num_buckets, q.bucket_scheme)
         steps, bits = steps[idx], bits[idx]
     elif q.scheme != "node":
-        raise ValueError(f"to_quantized_gcn: {who} uses scheme {q.scheme!r}; per-node values exist for the "
+        raise ValueError(f"{who} uses scheme {q.scheme!r}; per-node values exist for the "
                          f"schemes 'node' and 'degree' (NNS selection depends on each input, graph tasks only)")
     return steps.double().cpu().numpy(), bits.long().cpu().numpy()
 
@@ -101,6 +102,21 @@ def degree_table(q: A2QQuantizer) -> dict:
             "max_degree": np.array([-1 if hi is None else hi for _, hi in ranges], dtype=np.int64),
             "bits": q.rounded_bits().view(-1).long().cpu().numpy(),
             "step": _step(q).view(-1).double().cpu().numpy()}
+
+
+def weight_codes(linear: nn.Module, who: str) -> tuple[np.ndarray, np.ndarray, int]:
+    """The model's own weight codes of a ``gnn.conv.Linear`` with a per-output-channel A2Q quantizer: codes
+    (F_out, F_in) int8 ``round_haz(clamp(W / t_f))``, steps (F_out,) float64, and the one bitwidth of all rows."""
+    qw = linear.q_weight
+    if not (isinstance(qw, A2QQuantizer) and qw.scheme == "row"):
+        raise ValueError(f"{who}.q_weight must be a per-output-channel A2Q quantizer (scheme 'row'), got "
+                         f"{type(qw).__name__}")
+    bits = qw.rounded_bits()
+    if bits.unique().numel() != 1:
+        raise ValueError(f"{who}: weight bitwidths differ per channel; the integer layer has one weight bitwidth")
+    codes, _ = a2q_quantize(linear.weight.detach(), _step(qw), bits)
+    return (codes.cpu().numpy().astype(np.int8), _step(qw).view(-1).double().cpu().numpy(),
+            int(bits.view(-1)[0]))
 
 
 def input_codes(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
@@ -125,7 +141,7 @@ def to_quantized_gcn(model: nn.Module, x: torch.Tensor, edge_index: torch.Tensor
     (``quant/FIXED_POINT.md``); the defaults keep the coefficient error of high-degree nodes small and rule out
     partial-sum saturation on Cora-sized graphs.
     """
-    _check_model(model)
+    check_convertible(model, "gcn", "to_quantized_gcn")
     convs = list(model.convs)
     in_deg = in_degree(edge_index, x.size(0)).cpu()
     layers, schemes, tables = [], [], {}
@@ -133,7 +149,7 @@ def to_quantized_gcn(model: nn.Module, x: torch.Tensor, edge_index: torch.Tensor
     for li, conv in enumerate(convs):
         q_in = conv.q_input
         if isinstance(q_in, A2QQuantizer):
-            x_steps, x_bits = _per_node(q_in, in_deg, f"convs[{li}].q_input")
+            x_steps, x_bits = per_node(q_in, in_deg, f"to_quantized_gcn: convs[{li}].q_input")
             schemes.append(q_in.scheme)
             if q_in.scheme == "degree":
                 tables[li] = degree_table(q_in)
@@ -145,27 +161,19 @@ def to_quantized_gcn(model: nn.Module, x: torch.Tensor, edge_index: torch.Tensor
                              "quantized hidden features")
         if li == 0 and isinstance(q_in, A2QQuantizer):
             x_codes = fake_quant(x.detach().double().cpu().numpy(), x_steps[:, None], x_bits[:, None]).astype(np.int8)
-        qw = conv.lin.q_weight
-        if not (isinstance(qw, A2QQuantizer) and qw.scheme == "row"):
-            raise ValueError(f"to_quantized_gcn: convs[{li}].lin.q_weight must be a per-output-channel A2Q "
-                             f"quantizer (scheme 'row'), got {type(qw).__name__}")
-        w_bits = qw.rounded_bits()
-        if w_bits.unique().numel() != 1:
-            raise ValueError(f"to_quantized_gcn: convs[{li}] weight bitwidths differ per channel; the integer "
-                             "layer has one w_bits")
-        codes, _ = a2q_quantize(conv.lin.weight.detach(), _step(qw), w_bits)  # the model's own codes
+        codes, w_steps, w_bits = weight_codes(conv.lin, f"to_quantized_gcn: convs[{li}].lin")
         qxw = conv.q_xw
         if isinstance(qxw, A2QQuantizer) and qxw.scheme == "channel":
             xw_steps, xw_bits, xw_scheme = (_step(qxw).view(-1).double().numpy(),
                                             qxw.rounded_bits().view(-1).long().numpy(), "channel")
         elif isinstance(qxw, A2QQuantizer) and qxw.scheme in FEATURE_SCHEMES:
-            (xw_steps, xw_bits), xw_scheme = _per_node(qxw, in_deg, f"convs[{li}].q_xw"), "node"
+            (xw_steps, xw_bits), xw_scheme = per_node(qxw, in_deg, f"to_quantized_gcn: convs[{li}].q_xw"), "node"
         else:
             raise ValueError(f"to_quantized_gcn: convs[{li}].q_xw must be quantized (A2Q channel or node scheme)")
         qa = conv.q_aggregate
         agg_steps = agg_bits = None
         if isinstance(qa, A2QQuantizer):
-            agg_steps, agg_bits = _per_node(qa, in_deg, f"convs[{li}].q_aggregate")
+            agg_steps, agg_bits = per_node(qa, in_deg, f"to_quantized_gcn: convs[{li}].q_aggregate")
         elif isinstance(qa, nn.Module) and type(qa).__name__ != "QuantPoint":
             raise ValueError(f"to_quantized_gcn: convs[{li}].q_aggregate is a {type(qa).__name__}; expected an "
                              "A2Q quantizer or the identity QuantPoint")
@@ -174,10 +182,9 @@ def to_quantized_gcn(model: nn.Module, x: torch.Tensor, edge_index: torch.Tensor
             nxt = convs[li + 1].q_input
             if not isinstance(nxt, A2QQuantizer):
                 raise ValueError(f"to_quantized_gcn: convs[{li + 1}].q_input is not quantized")
-            out_steps, out_bits = _per_node(nxt, in_deg, f"convs[{li + 1}].q_input")
+            out_steps, out_bits = per_node(nxt, in_deg, f"to_quantized_gcn: convs[{li + 1}].q_input")
         layers.append(QuantizedGCNLayer(
-            x_steps=x_steps, x_bits=x_bits, w_codes=codes.cpu().numpy().astype(np.int8),
-            w_steps=_step(qw).view(-1).double().numpy(), w_bits=int(w_bits.view(-1)[0]), xw_steps=xw_steps,
+            x_steps=x_steps, x_bits=x_bits, w_codes=codes, w_steps=w_steps, w_bits=w_bits, xw_steps=xw_steps,
             xw_bits=xw_bits, xw_scheme=xw_scheme, agg_steps=agg_steps, agg_bits=agg_bits,
             bias=None if conv.bias is None else conv.bias.detach().double().cpu().numpy(),
             out_steps=out_steps, out_bits=out_bits, relu=li + 1 < len(convs), frac_bits=frac_bits,

@@ -30,7 +30,7 @@ from torch import nn
 from gnn.ops import in_degree
 from quant import adaptive_package, packing
 from quant.a2q import A2QQuantizer
-from quant.convert import _per_node, _step, degree_table
+from quant.convert import _step, degree_table, per_node
 from quant.export import (
     ExportError,
     _command,
@@ -108,7 +108,7 @@ def transformer_arrays(qmodel: nn.Module, x: torch.Tensor, edge_index: torch.Ten
         t, out = seen[name]
         if t.dim() != 2 or t.shape[0] != n:
             raise ExportError(f"export: {name} saw a tensor of shape {tuple(t.shape)}; expected ({n}, F)")
-        steps, bits = _per_node(q, in_deg.to(t.device), name)
+        steps, bits = per_node(q, in_deg.to(t.device), name)
         _check_bits(name, bits)
         step_t = torch.as_tensor(steps, dtype=t.dtype, device=t.device)[:, None]
         codes, deq = a2q_quantize(t, step_t, torch.as_tensor(bits, dtype=t.dtype, device=t.device)[:, None])

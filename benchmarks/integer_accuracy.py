@@ -1,0 +1,136 @@
+"""Test accuracy of the integer golden models against the fake-quant models they come from, over seeds.
+
+    python benchmarks/integer_accuracy.py --datasets cora,citeseer --models gcn,sage --methods a2q,degree-aware \
+        --targets 4,1.7 --seeds 5
+
+Per (dataset, model, method, target) and seed: train the quantized model with its preset (``gnn.trainer.train_one``,
+validation-selected weights), evaluate the float32 fake-quant model, convert it to integers
+(``quant.convert.to_quantized_gcn`` or ``quant.convert_sage.to_quantized_sage``, default fixed-point format) and run
+the integer path (``quant.integer_gnn.gcn_forward_int`` / ``quant.integer_sage.sage_forward_int``). Reports both test
+accuracies (mean +- std over seeds), the per-seed change in points (issue target: within 0.3 pt) and the fraction of
+all nodes whose predicted class agrees. Writes benchmarks/results/integer_accuracy.json (``--merge`` keeps other cells).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from _common import load_results, machine, save_results  # noqa: E402
+
+from gnn.data.loaders import load_dataset  # noqa: E402
+from gnn.models import build_model  # noqa: E402
+from gnn.presets import model_and_train_config  # noqa: E402
+from gnn.trainer import seed_everything, train_one  # noqa: E402
+from quant.convert import to_quantized_gcn  # noqa: E402
+from quant.convert_sage import to_quantized_sage  # noqa: E402
+from quant.integer_gnn import gcn_forward_int  # noqa: E402
+from quant.integer_sage import sage_forward_int  # noqa: E402
+
+NAME = "integer_accuracy"
+INTEGER_PATHS = {"gcn": (to_quantized_gcn, gcn_forward_int), "sage": (to_quantized_sage, sage_forward_int)}
+TARGET_GAP_PT = 0.3
+
+
+def integer_logits(model, data) -> np.ndarray:
+    """Logits (N, C) float64 of the integer golden model of a trained quantized GCN / GraphSAGE."""
+    convert, forward = INTEGER_PATHS[model.cfg.arch]
+    conv = convert(model, data.x, data.edge_index)
+    _, logits = forward(conv.model, conv.edge_index)
+    return logits
+
+
+def run_seed(graph, arch: str, method: str, target: float, seed: int) -> dict:
+    model_cfg, train_cfg = model_and_train_config(graph, arch)
+    train_cfg = replace(train_cfg, quant=method, target_bits=target, device="cpu")
+    seed_everything(seed)
+    model = build_model(model_cfg)
+    result = train_one(model, graph, graph.splits[0], train_cfg, seed=seed, progress=False)
+    model.eval()
+    d, test, y = graph.data, graph.splits[0].test.numpy(), graph.data.y.numpy()
+    x = d.x.to_dense() if d.x.is_sparse else d.x
+    with torch.no_grad():
+        fake = model(x, d.edge_index).numpy()
+    t0 = time.perf_counter()
+    logits = integer_logits(model, replace_x(d, x))
+    acc_fake = float((fake[test].argmax(1) == y[test]).mean())
+    acc_int = float((logits[test].argmax(1) == y[test]).mean())
+    return {"seed": seed, "test_acc_fake_quant": acc_fake, "test_acc_integer": acc_int,
+            "delta_pt": 100.0 * (acc_int - acc_fake), "avg_bits": result.quant_summary["avg_bits"],
+            "prediction_agreement": float((logits.argmax(1) == fake.argmax(1)).mean()),
+            "integer_seconds": time.perf_counter() - t0}
+
+
+def replace_x(data, x):
+    """``data`` with dense features (the converters take dense X)."""
+    out = data.clone()
+    out.x = x
+    return out
+
+
+def _stats(values: list[float]) -> dict:
+    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+            "n": len(values)}
+
+
+def summarize_cell(dataset: str, arch: str, method: str, target: float, runs: list[dict]) -> dict:
+    deltas = [r["delta_pt"] for r in runs]
+    return {"dataset": dataset, "model": arch, "method": method, "target_bits": target, "seeds": len(runs),
+            "test_acc_fake_quant": _stats([100 * r["test_acc_fake_quant"] for r in runs]),
+            "test_acc_integer": _stats([100 * r["test_acc_integer"] for r in runs]),
+            "delta_pt": _stats(deltas), "max_abs_delta_pt": max(abs(v) for v in deltas),
+            "avg_bits": _stats([r["avg_bits"] for r in runs]),
+            "prediction_agreement_min": min(r["prediction_agreement"] for r in runs),
+            "within_target": abs(statistics.fmean(deltas)) <= TARGET_GAP_PT, "per_seed": runs}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--datasets", default="cora", help="comma-separated node-task datasets")
+    p.add_argument("--models", default="gcn,sage", help=f"comma-separated: {', '.join(INTEGER_PATHS)}")
+    p.add_argument("--methods", default="a2q,degree-aware", help="comma-separated: a2q, degree-aware")
+    p.add_argument("--targets", default="4", help="comma-separated target average bits")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--merge", action="store_true", help="keep the cells of earlier commands in the results file")
+    args = p.parse_args(argv)
+    models = args.models.split(",")
+    unknown = [m for m in models if m not in INTEGER_PATHS]
+    if unknown:
+        p.error(f"no integer path for {unknown}; valid: {', '.join(INTEGER_PATHS)}")
+    torch.set_num_threads(1)
+    old = load_results(NAME).get("cells", []) if args.merge else []
+    cells = []
+    for name in args.datasets.split(","):
+        graph = load_dataset(name)
+        if graph.task != "node":
+            p.error(f"{name} is a graph task; the integer paths cover node tasks")
+        for arch in models:
+            for method in args.methods.split(","):
+                for target in (float(t) for t in args.targets.split(",")):
+                    runs = [run_seed(graph, arch, method, target, s) for s in range(args.seeds)]
+                    cells.append(summarize_cell(name, arch, method, target, runs))
+                    c = cells[-1]
+                    print(f"{name} {arch} {method} {target}: fake-quant {c['test_acc_fake_quant']['mean']:.2f}, "
+                          f"integer {c['test_acc_integer']['mean']:.2f}, delta {c['delta_pt']['mean']:+.2f} "
+                          f"(max |delta| {c['max_abs_delta_pt']:.2f})", flush=True)
+    command = "python benchmarks/integer_accuracy.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    for c in cells:
+        c["command"] = command
+    key = ("dataset", "model", "method", "target_bits")
+    new_keys = {tuple(c[k] for k in key) for c in cells}
+    cells = [c for c in old if tuple(c[k] for k in key) not in new_keys] + cells
+    out = {"command": command, "cells": cells, "target_gap_pt": TARGET_GAP_PT, "machine": machine()}
+    print(f"wrote {save_results(NAME, out)}")
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""Trained quantized GraphSAGE -> integer model (:class:`quant.integer_sage.QuantizedSAGE`).
+
+Input: a ``gnn.models.GNN`` with ``arch="sage"`` (node task, no norm, no residual) quantized by
+``quant.api.quantize_`` with ``method="a2q"`` or ``"degree-aware"``. Mapping per layer ``l`` (``quant.plan``):
+
+* ``x_steps``, ``x_bits`` <- ``convs[l].q_input`` (per node: node scheme, or the degree table's row of the node's
+  in-degree bucket); layer 0 keeps A2Q's FP32 input, whose codes come from :func:`quant.convert.input_codes`
+  (exact for binary and row-normalised bag-of-words rows);
+* ``agg_steps``, ``agg_bits`` <- ``convs[l].q_aggregate`` (per node; it must be quantized: an FP32 mean would feed
+  a full-precision value into the integer product);
+* ``wn_codes``, ``wn_steps`` <- ``convs[l].lin_neigh.q_weight``; ``wr_codes``, ``wr_steps`` <- ``lin_root.q_weight``
+  (per output channel, one bitwidth); ``bias`` <- ``lin_neigh.bias``;
+* ``out_steps`` <- ``convs[l + 1].q_input``; None on the last layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from gnn.ops import in_degree
+from quant.a2q import A2QQuantizer
+from quant.convert import check_convertible, degree_table, input_codes, per_node, weight_codes
+from quant.integer_gnn import fake_quant
+from quant.integer_sage import QuantizedSAGE, QuantizedSAGELayer
+
+FN = "to_quantized_sage"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConvertedSAGE:
+    """The integer model plus what describes it: ``edge_index`` (2, E) and ``in_degree`` (N,) int64 of the graph;
+    ``input_exact``: the first layer's codes reproduce the FP32 features exactly; ``degree_tables``: per layer and
+    quantizer (``"input"`` / ``"aggregate"``) of the degree-aware method, its table (``quant.convert.degree_table``)."""
+
+    model: QuantizedSAGE
+    edge_index: np.ndarray
+    in_degree: np.ndarray
+    input_exact: bool
+    degree_tables: dict[tuple[int, str], dict]
+
+
+def _quantizer(q: nn.Module, in_deg: torch.Tensor, who: str, tables: dict, key: tuple[int, str]
+               ) -> tuple[np.ndarray, np.ndarray]:
+    if not isinstance(q, A2QQuantizer):
+        raise ValueError(f"{FN}: {who} is not quantized ({type(q).__name__}); the integer path needs an A2Q or "
+                         "degree-aware quantizer there")
+    if q.scheme == "degree":
+        tables[key] = degree_table(q)
+    return per_node(q, in_deg, f"{FN}: {who}")
+
+
+def to_quantized_sage(model: nn.Module, x: torch.Tensor, edge_index: torch.Tensor, frac_bits: int = 14,
+                      psum_bits: int = 32) -> ConvertedSAGE:
+    """Integer golden model of a trained quantized GraphSAGE on ``(x (N, F_in), edge_index (2, E))``.
+
+    ``frac_bits``: fractional bits of the mean coefficients and of the output accumulator; ``psum_bits``: width of
+    the mean's partial sums (``quant/FIXED_POINT.md``, section GraphSAGE).
+    """
+    check_convertible(model, "sage", FN)
+    convs = list(model.convs)
+    in_deg = in_degree(edge_index, x.size(0)).cpu()
+    x_np = x.detach().double().cpu().numpy()
+    layers, tables, exact = [], {}, True
+    for li, conv in enumerate(convs):
+        if li == 0 and not isinstance(conv.q_input, A2QQuantizer):
+            x_codes, x_steps, x_bits, exact = input_codes(x_np)
+        else:
+            x_steps, x_bits = _quantizer(conv.q_input, in_deg, f"convs[{li}].q_input", tables, (li, "input"))
+            if li == 0:
+                x_codes = fake_quant(x_np, x_steps[:, None], x_bits[:, None]).astype(np.int8)
+        agg_steps, agg_bits = _quantizer(conv.q_aggregate, in_deg, f"convs[{li}].q_aggregate", tables,
+                                         (li, "aggregate"))
+        wn_codes, wn_steps, wn_bits = weight_codes(conv.lin_neigh, f"{FN}: convs[{li}].lin_neigh")
+        wr_codes, wr_steps, wr_bits = weight_codes(conv.lin_root, f"{FN}: convs[{li}].lin_root")
+        if wn_bits != wr_bits:
+            raise ValueError(f"{FN}: convs[{li}] neighbour and root weights have {wn_bits} and {wr_bits} bits; the "
+                             "integer layer has one weight bitwidth")
+        out_steps = out_bits = None
+        if li + 1 < len(convs):
+            out_steps, out_bits = _quantizer(convs[li + 1].q_input, in_deg, f"convs[{li + 1}].q_input", {}, (0, ""))
+        bias = conv.lin_neigh.bias
+        layers.append(QuantizedSAGELayer(
+            x_steps=x_steps, x_bits=x_bits, agg_steps=agg_steps, agg_bits=agg_bits, wn_codes=wn_codes,
+            wn_steps=wn_steps, wr_codes=wr_codes, wr_steps=wr_steps, w_bits=wn_bits,
+            bias=None if bias is None else bias.detach().double().cpu().numpy(), out_steps=out_steps,
+            out_bits=out_bits, relu=li + 1 < len(convs), frac_bits=frac_bits, psum_bits=psum_bits))
+    return ConvertedSAGE(model=QuantizedSAGE(x_codes=x_codes, layers=tuple(layers)),
+                         edge_index=edge_index.detach().cpu().numpy().astype(np.int64),
+                         in_degree=in_deg.numpy().astype(np.int64), input_exact=exact, degree_tables=tables)
+
+
+__all__ = ["ConvertedSAGE", "to_quantized_sage"]
