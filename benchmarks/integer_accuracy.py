@@ -3,12 +3,13 @@
     python benchmarks/integer_accuracy.py --datasets cora,citeseer --models gcn,sage --methods a2q,degree-aware \
         --targets 4,1.7 --seeds 5
 
-Per (dataset, model, method, target) and seed: train the quantized model with its preset (``gnn.trainer.train_one``,
-validation-selected weights), evaluate the float32 fake-quant model, convert it to integers
-(``quant.convert.to_quantized_gcn`` or ``quant.convert_sage.to_quantized_sage``, default fixed-point format) and run
-the integer path (``quant.integer_gnn.gcn_forward_int`` / ``quant.integer_sage.sage_forward_int``). Reports both test
-accuracies (mean +- std over seeds), the per-seed change in points (issue target: within 0.3 pt) and the fraction of
-all nodes whose predicted class agrees. Writes benchmarks/results/integer_accuracy.json (``--merge`` keeps other cells).
+Per (dataset, model, method, target) and seed: train the quantized model with its preset and the grid's penalty
+weight (``gnn.trainer.train_one``, validation-selected weights) and evaluate the float32 fake-quant model; convert it
+to integers (``quant.convert.to_quantized_gcn`` or ``quant.convert_sage.to_quantized_sage``, default fixed-point
+format) and run the integer path (``quant.integer_gnn.gcn_forward_int`` / ``quant.integer_sage.sage_forward_int``).
+Reports both test accuracies (mean +- std over seeds), the per-seed change in points (issue target: within 0.3 pt)
+and the fraction of all nodes whose predicted class agrees. Writes benchmarks/results/integer_accuracy.json
+(``--merge`` keeps other cells).
 """
 
 from __future__ import annotations
@@ -48,9 +49,9 @@ def integer_logits(model, data) -> np.ndarray:
     return logits
 
 
-def run_seed(graph, arch: str, method: str, target: float, seed: int) -> dict:
+def run_seed(graph, arch: str, method: str, target: float, seed: int, penalty_weight: float) -> dict:
     model_cfg, train_cfg = model_and_train_config(graph, arch)
-    train_cfg = replace(train_cfg, quant=method, target_bits=target, device="cpu")
+    train_cfg = replace(train_cfg, quant=method, target_bits=target, penalty_weight=penalty_weight, device="cpu")
     seed_everything(seed)
     model = build_model(model_cfg)
     result = train_one(model, graph, graph.splits[0], train_cfg, seed=seed, progress=False)
@@ -81,9 +82,11 @@ def _stats(values: list[float]) -> dict:
             "n": len(values)}
 
 
-def summarize_cell(dataset: str, arch: str, method: str, target: float, runs: list[dict]) -> dict:
+def summarize_cell(dataset: str, arch: str, method: str, target: float, penalty_weight: float, runs: list[dict]
+                   ) -> dict:
     deltas = [r["delta_pt"] for r in runs]
-    return {"dataset": dataset, "model": arch, "method": method, "target_bits": target, "seeds": len(runs),
+    return {"dataset": dataset, "model": arch, "method": method, "target_bits": target,
+            "penalty_weight": penalty_weight, "seeds": len(runs),
             "test_acc_fake_quant": _stats([100 * r["test_acc_fake_quant"] for r in runs]),
             "test_acc_integer": _stats([100 * r["test_acc_integer"] for r in runs]),
             "delta_pt": _stats(deltas), "max_abs_delta_pt": max(abs(v) for v in deltas),
@@ -99,6 +102,8 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--methods", default="a2q,degree-aware", help="comma-separated: a2q, degree-aware")
     p.add_argument("--targets", default="4", help="comma-separated target average bits")
     p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--penalty-weight", type=float, default=25.0,
+                   help="a of the memory penalty (25: the quantization grid's value, benchmarks/quant_table.py)")
     p.add_argument("--merge", action="store_true", help="keep the cells of earlier commands in the results file")
     args = p.parse_args(argv)
     models = args.models.split(",")
@@ -115,8 +120,8 @@ def main(argv: list[str] | None = None) -> dict:
         for arch in models:
             for method in args.methods.split(","):
                 for target in (float(t) for t in args.targets.split(",")):
-                    runs = [run_seed(graph, arch, method, target, s) for s in range(args.seeds)]
-                    cells.append(summarize_cell(name, arch, method, target, runs))
+                    runs = [run_seed(graph, arch, method, target, s, args.penalty_weight) for s in range(args.seeds)]
+                    cells.append(summarize_cell(name, arch, method, target, args.penalty_weight, runs))
                     c = cells[-1]
                     print(f"{name} {arch} {method} {target}: fake-quant {c['test_acc_fake_quant']['mean']:.2f}, "
                           f"integer {c['test_acc_integer']['mean']:.2f}, delta {c['delta_pt']['mean']:+.2f} "
@@ -124,7 +129,7 @@ def main(argv: list[str] | None = None) -> dict:
     command = "python benchmarks/integer_accuracy.py " + " ".join(argv if argv is not None else sys.argv[1:])
     for c in cells:
         c["command"] = command
-    key = ("dataset", "model", "method", "target_bits")
+    key = ("dataset", "model", "method", "target_bits", "penalty_weight")
     new_keys = {tuple(c[k] for k in key) for c in cells}
     cells = [c for c in old if tuple(c[k] for k in key) not in new_keys] + cells
     out = {"command": command, "cells": cells, "target_gap_pt": TARGET_GAP_PT, "machine": machine()}

@@ -238,8 +238,10 @@ def render_quant_speed_sparse_input(res: dict) -> list[str]:
              f"Command: `{res.get('command', '')}` (file: `benchmarks/results/quant_speed_sparse_input.json`). Median "
              "ms per trainer step, the methods and both input layouts alternating in one process. With sparse input a "
              "quantized GraphSAGE keeps its first-layer neighbour mean sparse and quantizes the stored values only "
-             "(same values and gradients as dense, `tests/quant/test_sparse_aggregate.py`); FP32 GraphSAGE projects "
-             "before it aggregates.", "",
+             "(same values and gradients as dense, `tests/quant/test_sparse_aggregate.py`), GIN likewise its "
+             "`(A + I) X + eps X`; from the third step on the product reuses a plan built once for the graph's "
+             "pattern (`gnn/conv/sparse_product.py`: one SpMV per step). FP32 GraphSAGE / GIN project before they "
+             "aggregate.", "",
              "| case | method | sparse input ms | dense input ms | sparse speed-up | sparse vs FP32 (sparse) |",
              "|---|---|---|---|---|---|"]
     for key, c in res.get("cases", {}).items():
@@ -254,6 +256,25 @@ def render_quant_speed_sparse_input(res: dict) -> list[str]:
                  "Load not recorded. ")
     return lines + ["", load_text + "The speed-up is a ratio within one process.", "",
                     f"Machine: `{json.dumps(res.get('machine', {}))}`", ""]
+
+
+def render_integer_accuracy(res: dict) -> list[str]:
+    """Integer golden models against the fake-quant models they come from (``benchmarks/integer_accuracy.py``)."""
+    lines = ["## Integer path against fake-quant (test accuracy, %)", "",
+             f"File: `benchmarks/results/integer_accuracy.json`; commands in the last column. Per seed the trained "
+             f"(validation-selected) quantized model is evaluated in float32 fake-quant and through its integer golden "
+             f"model (GCN: `quant.integer_gnn`, GraphSAGE: `quant.integer_sage`; frac_bits 14, 32-bit partial sums); "
+             f"delta = integer - fake-quant, mean +- std over seeds (target: within "
+             f"{res.get('target_gap_pt', 0.3)} pt).", "",
+             "| dataset | model | method | target bits | seeds | avg bits | fake-quant | integer | delta (pt) | "
+             "max abs delta (pt) | min prediction agreement | command |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for c in res.get("cells", []):
+        lines.append(f"| {c['dataset']} | {c['model']} | {c['method']} | {c['target_bits']:g} | {c['seeds']} | "
+                     f"{c['avg_bits']['mean']:.2f} | {_pm(c['test_acc_fake_quant'])} | {_pm(c['test_acc_integer'])} | "
+                     f"{c['delta_pt']['mean']:+.2f} +- {c['delta_pt']['std']:.2f} | {c['max_abs_delta_pt']:.2f} | "
+                     f"{100 * c['prediction_agreement_min']:.2f} % | `{c.get('command', '')}` |")
+    return lines + ["", f"Machine: `{json.dumps(res.get('machine', {}))}`", ""]
 
 
 def render_gt_accuracy(res: dict) -> list[str]:
@@ -527,7 +548,7 @@ RENDERERS = {"hw_ablation": render_hw_ablation, "dist_accuracy": render_dist_acc
              "gt_accuracy": render_gt_accuracy, "gt_screen": render_gt_screen, "gt_halo_codec": render_gt_halo_codec,
              "gt_comm_bytes": render_gt_comm_bytes, "gt_attention": render_gt_attention,
              "gt_attention_cuda": lambda r: render_gt_attention(r, "gt_attention_cuda"),
-             "gt_max_nodes": render_gt_max_nodes}
+             "gt_max_nodes": render_gt_max_nodes, "integer_accuracy": render_integer_accuracy}
 
 
 def render_other(name: str, res: dict) -> list[str]:

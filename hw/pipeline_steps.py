@@ -16,6 +16,10 @@ def step_simulate(ctx: dict) -> None:
     if "export_path" not in ctx:
         raise RuntimeError("step simulate needs the export step's output (ctx['export_path']); run --steps "
                            "train,quantize,export,simulate")
+    if ctx.get("model", "gcn") != "gcn":
+        print(f"   skipped: the accelerator model simulates GCN layers (model={ctx['model']!r}); the export holds "
+              "its integer golden model")
+        return
     workload = workload_from_export(str(ctx["export_path"]))
     results = {arch: run_simulation(workload, preset(arch), check=True) for arch in ("mega", "hygcn")}
     print(summary(results["mega"]))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from hw.config import PRESETS, load_config, preset
@@ -57,6 +58,10 @@ def main(argv: list[str] | None = None) -> dict:
         from quant.export import load
 
         q = load(args.workload)
+        if q.arch == "sage":
+            sys.exit(f"error: {args.workload} is a GraphSAGE export; the accelerator model simulates GCN layers "
+                     "(MEGA's dataflow). Its integer golden model runs with quant.export_sage.integer_model and "
+                     "quant.integer_sage.sage_forward_int; export a GCN run to simulate it")
         if q.is_graph_transformer:  # tensors only: memory and decoder traffic, no GCN layer to simulate
             from hw.tensor_traffic import feature_traffic, format_rows
 

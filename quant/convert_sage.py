@@ -33,13 +33,15 @@ FN = "to_quantized_sage"
 @dataclass(frozen=True, kw_only=True)
 class ConvertedSAGE:
     """The integer model plus what describes it: ``edge_index`` (2, E) and ``in_degree`` (N,) int64 of the graph;
-    ``input_exact``: the first layer's codes reproduce the FP32 features exactly; ``degree_tables``: per layer and
+    ``input_exact``: the first layer's codes reproduce the FP32 features exactly; ``x_schemes``: per layer, where
+    ``x_steps`` come from ("input": derived from FP32 features, "node", "degree"); ``degree_tables``: per layer and
     quantizer (``"input"`` / ``"aggregate"``) of the degree-aware method, its table (``quant.convert.degree_table``)."""
 
     model: QuantizedSAGE
     edge_index: np.ndarray
     in_degree: np.ndarray
     input_exact: bool
+    x_schemes: tuple[str, ...]
     degree_tables: dict[tuple[int, str], dict]
 
 
@@ -64,12 +66,14 @@ def to_quantized_sage(model: nn.Module, x: torch.Tensor, edge_index: torch.Tenso
     convs = list(model.convs)
     in_deg = in_degree(edge_index, x.size(0)).cpu()
     x_np = x.detach().double().cpu().numpy()
-    layers, tables, exact = [], {}, True
+    layers, schemes, tables, exact = [], [], {}, True
     for li, conv in enumerate(convs):
         if li == 0 and not isinstance(conv.q_input, A2QQuantizer):
             x_codes, x_steps, x_bits, exact = input_codes(x_np)
+            schemes.append("input")
         else:
             x_steps, x_bits = _quantizer(conv.q_input, in_deg, f"convs[{li}].q_input", tables, (li, "input"))
+            schemes.append(conv.q_input.scheme)
             if li == 0:
                 x_codes = fake_quant(x_np, x_steps[:, None], x_bits[:, None]).astype(np.int8)
         agg_steps, agg_bits = _quantizer(conv.q_aggregate, in_deg, f"convs[{li}].q_aggregate", tables,
@@ -90,7 +94,8 @@ def to_quantized_sage(model: nn.Module, x: torch.Tensor, edge_index: torch.Tenso
             out_bits=out_bits, relu=li + 1 < len(convs), frac_bits=frac_bits, psum_bits=psum_bits))
     return ConvertedSAGE(model=QuantizedSAGE(x_codes=x_codes, layers=tuple(layers)),
                          edge_index=edge_index.detach().cpu().numpy().astype(np.int64),
-                         in_degree=in_deg.numpy().astype(np.int64), input_exact=exact, degree_tables=tables)
+                         in_degree=in_deg.numpy().astype(np.int64), input_exact=exact, x_schemes=tuple(schemes),
+                         degree_tables=tables)
 
 
 __all__ = ["ConvertedSAGE", "to_quantized_sage"]

@@ -1,6 +1,7 @@
 """Accelerator export of a trained quantized GCN: ``python -m quant.export --run <run_dir> --out cora_gcn.qgraph``.
 
-(Quantized graph transformers export their tensors in the same format: :mod:`quant.export_transformer`.)
+(A quantized GraphSAGE exports its integer golden model in the same format, :mod:`quant.export_sage`; quantized graph
+transformers export their tensors, :mod:`quant.export_transformer`.)
 
 Format: a directory ``<name>.qgraph/`` holding ``manifest.json`` and one ``.npy`` file per array. The manifest has
 ``format`` ("qgraph"), ``schema_version``, ``model``, ``dataset``, ``provenance`` (git commit, command, UTC time,
@@ -39,8 +40,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from quant import adaptive_package, packing
+from quant import adaptive_package, export_sage, packing
 from quant.convert import ConvertedGCN, load_trained, to_quantized_gcn
+from quant.convert_sage import to_quantized_sage
 from quant.integer_gnn import QuantizedGCN, QuantizedGCNLayer, gcn_graph, gcn_layer_trace, layer_constants
 from quant.storage import measure_adaptive_package, measure_storage
 
@@ -215,6 +217,12 @@ class QGraph:
         return self.arrays[name]
 
     @property
+    def arch(self) -> str | None:
+        """The exported model's architecture (``"gcn"``, ``"sage"``, ``"graph-transformer"``)."""
+        model = self.manifest.get("model")
+        return model.get("arch") if isinstance(model, dict) else None
+
+    @property
     def is_graph_transformer(self) -> bool:
         """A graph-transformer export (:mod:`quant.export_transformer`): quantized tensors, no integer path."""
         return _is_transformer(self.manifest)
@@ -239,6 +247,9 @@ class QGraph:
             raise ExportError(f"{self.path}: a graph-transformer export carries quantized tensors, not a GCN "
                               "integer path; read its tensors with quant.export_transformer.point_streams or "
                               "hw.tensor_traffic")
+        if self.arch == export_sage.ARCH:
+            raise ExportError(f"{self.path}: a GraphSAGE export, not a GCN; its integer model is "
+                              "quant.export_sage.integer_model(q) (the accelerator model simulates GCN layers)")
         ip, layers = self.manifest["integer_path"], []
         num = len(self.manifest["layers"])
         for li, meta in enumerate(self.manifest["layers"]):
@@ -262,6 +273,9 @@ class QGraph:
             from quant.export_transformer import verify
 
             verify(self)
+            return
+        if self.arch == export_sage.ARCH:
+            export_sage.verify(self)
             return
         model = self.to_quantized_gcn()
         graph = gcn_graph(self["graph.edge_index"], model.x_codes.shape[0])
@@ -330,6 +344,8 @@ def _required(manifest: dict) -> list[str]:
         from quant.export_transformer import required_arrays
 
         return required_arrays(manifest)
+    if manifest.get("model", {}).get("arch") == export_sage.ARCH:
+        return export_sage.required_arrays(manifest)
     names = ["graph.edge_index", "graph.indptr", "graph.indices", "graph.in_degree", "logits"]
     for li, meta in enumerate(manifest.get("layers", [])):
         p = f"layer{li}."
@@ -372,7 +388,8 @@ def _histogram(bits: np.ndarray) -> dict[str, int]:
 
 def export_model(model: torch.nn.Module, graph, out: Path | str, *, provenance: dict | None = None,
                  frac_bits: int = 14, psum_bits: int = 32, overwrite: bool = False) -> Path:
-    """Export a quantized GCN (see :mod:`quant.convert`) on ``graph`` (a node-task ``GraphData``) to ``out``."""
+    """Export a quantized GCN (:mod:`quant.convert`) or GraphSAGE (:mod:`quant.convert_sage`) on ``graph`` (a
+    node-task ``GraphData``) to ``out``."""
     from quant.api import quant_summary
 
     data = graph.data
@@ -381,20 +398,20 @@ def export_model(model: torch.nn.Module, graph, out: Path | str, *, provenance: 
     labels = data.y.cpu().numpy()
     with torch.no_grad():
         fake = model(data.x, data.edge_index).detach().double().cpu().numpy()  # the model as trained (float32)
-    conv = to_quantized_gcn(model, data.x, data.edge_index, frac_bits=frac_bits, psum_bits=psum_bits)
-    arrays, storage = model_arrays(conv, labels, test)
+    cfg = model.cfg
+    if cfg.arch == export_sage.ARCH:
+        conv = to_quantized_sage(model, data.x, data.edge_index, frac_bits=frac_bits, psum_bits=psum_bits)
+        arrays, per_layer = export_sage.model_arrays(conv, labels, test)
+        storage, layers, golden = _summarise_storage(per_layer), export_sage.layers_meta(conv), "quant.integer_sage"
+    else:
+        conv = to_quantized_gcn(model, data.x, data.edge_index, frac_bits=frac_bits, psum_bits=psum_bits)
+        arrays, storage = model_arrays(conv, labels, test)
+        layers, golden = _gcn_layers_meta(conv), "quant.integer_gnn"
     logits = arrays["logits"]
     acc_fake, acc_int = _accuracy(fake, labels, test), _accuracy(logits, labels, test)
     summary = quant_summary(model)
     commit, dirty = _git_commit()
-    cfg, qcfg = model.cfg, model._quant_cfg
-    layers = [{"index": li, "in_dim": int(lay.w_codes.shape[1]), "out_dim": int(lay.w_codes.shape[0]),
-               "relu": lay.relu, "x_scheme": conv.x_schemes[li], "xw_scheme": lay.xw_scheme, "w_bits": lay.w_bits,
-               "has_aggregate_quantizer": lay.agg_steps is not None, "has_bias": lay.bias is not None,
-               "x_bits_histogram": _histogram(lay.x_bits),
-               "degree_bucket_scheme": conv.degree_tables.get(li, {}).get("bucket_scheme"),
-               "next_layer_codes": li + 1 < len(conv.model.layers)}
-              for li, lay in enumerate(conv.model.layers)]
+    qcfg = model._quant_cfg  # present: the converters refuse unquantized models
     meta = {
         "model": {"arch": cfg.arch, "config": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__},
                   "quant_method": qcfg.method, "target_bits": qcfg.target_bits},
@@ -404,8 +421,8 @@ def export_model(model: torch.nn.Module, graph, out: Path | str, *, provenance: 
         "provenance": {"git_commit": commit, "git_dirty": dirty, "command": _command(),
                        "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                        "torch": torch.__version__, **(provenance or {})},
-        "integer_path": {"acc_bits": 32, "psum_bits": psum_bits, "frac_bits": frac_bits, "multiplier_bits": 31,
-                         "rounding": "half_away_from_zero", "overflow": "saturate",
+        "integer_path": {"golden_model": golden, "acc_bits": 32, "psum_bits": psum_bits, "frac_bits": frac_bits,
+                         "multiplier_bits": 31, "rounding": "half_away_from_zero", "overflow": "saturate",
                          "input_codes_exact": conv.input_exact, "spec": "quant/FIXED_POINT.md"},
         "layers": layers,
         "metrics": {"test_acc_fake_quant": acc_fake, "test_acc_integer": acc_int,
@@ -415,6 +432,17 @@ def export_model(model: torch.nn.Module, graph, out: Path | str, *, provenance: 
                     "bits_convention": summary["headline_convention"], "storage": storage},
     }
     return write_qgraph(out, arrays, meta, overwrite=overwrite)
+
+
+def _gcn_layers_meta(conv: ConvertedGCN) -> list[dict]:
+    """The manifest's per-layer description of a GCN."""
+    return [{"index": li, "in_dim": int(lay.w_codes.shape[1]), "out_dim": int(lay.w_codes.shape[0]),
+             "relu": lay.relu, "x_scheme": conv.x_schemes[li], "xw_scheme": lay.xw_scheme, "w_bits": lay.w_bits,
+             "has_aggregate_quantizer": lay.agg_steps is not None, "has_bias": lay.bias is not None,
+             "x_bits_histogram": _histogram(lay.x_bits),
+             "degree_bucket_scheme": conv.degree_tables.get(li, {}).get("bucket_scheme"),
+             "next_layer_codes": li + 1 < len(conv.model.layers)}
+            for li, lay in enumerate(conv.model.layers)]
 
 
 def export_run(run_dir: Path | str, out: Path | str, *, seed_dir: str | None = None, data_root: str | None = None,
@@ -451,7 +479,8 @@ def describe(q: QGraph) -> str:
 def main(argv: list[str] | None = None) -> Path:
     p = argparse.ArgumentParser(prog="python -m quant.export", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--run", type=Path, required=True, help="run directory of `python -m gnn.train --quant a2q ...`")
+    p.add_argument("--run", type=Path, required=True,
+                   help="run directory of `python -m gnn.train --model gcn|sage --quant a2q|degree-aware ...`")
     p.add_argument("--out", type=Path, required=True, help="output directory, e.g. cora_gcn.qgraph")
     p.add_argument("--seed-dir", help="which seed<S>_fold<K> sub-directory (default: the first)")
     p.add_argument("--data-root", help="directory holding raw datasets")

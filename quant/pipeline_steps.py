@@ -48,9 +48,8 @@ def step_quantize(ctx: dict) -> None:
 def step_export(ctx: dict) -> None:
     from quant.export import describe, export_run, load
 
-    if ctx["model"] != "gcn":
-        print(f"   skipped: the .qgraph export covers GCN only (model={ctx['model']!r}); a GraphSAGE run has an "
-              "integer golden model, quant.convert_sage.to_quantized_sage")
+    if ctx["model"] not in ("gcn", "sage"):
+        print(f"   skipped: the .qgraph export covers GCN and GraphSAGE (model={ctx['model']!r})")
         return
     run_dir = ctx.get("quant_run_dir") or Path(ctx["run_dir"]) / "a2q"
     if not (Path(run_dir) / "config.json").is_file():

@@ -38,6 +38,10 @@ def step_rtl(ctx: dict) -> None:
     if "export_path" not in ctx:
         raise RuntimeError("step rtl needs the export step's output (ctx['export_path']); run --steps "
                            "train,quantize,export,rtl")
+    if ctx.get("model", "gcn") != "gcn":
+        print(f"   skipped: the RTL tile is a GCN layer (model={ctx['model']!r})")
+        ctx["rtl"] = {"skipped": "not a GCN"}
+        return
     q = load(ctx["export_path"])
     li = choose_layer(q)
     if li is None:
