@@ -99,12 +99,19 @@ def _layer_arrays(li: int, lay: QuantizedGCNLayer, x_codes: np.ndarray, graph: t
     if lay.agg_steps is not None:
         a.update({p + "agg_steps": lay.agg_steps, p + "agg_bits": lay.agg_bits.astype(np.uint8),
                   p + "agg_mult": k.agg_mult.astype(np.int32), p + "agg_shift": k.agg_shift.astype(np.uint8)})
-    if lay.bias is not None:
-        a.update({p + "bias": lay.bias, p + "bias_int": np.asarray(k.bias_int, dtype=np.int64)})
-    if lay.out_steps is not None:
-        a.update({p + "out_mult": np.asarray(k.out_mult, dtype=np.int32),
-                  p + "out_shift": np.asarray(k.out_shift, dtype=np.uint8)})
-    return a, t
+    return a | bias_and_output_arrays(p, lay.bias, k.bias_int, lay.out_steps is not None, k.out_mult, k.out_shift), t
+
+
+def bias_and_output_arrays(prefix: str, bias, bias_int, has_next: bool, out_mult, out_shift) -> dict:
+    """``<prefix>bias / bias_int`` (when the layer has a bias) and ``out_mult / out_shift`` (when it feeds a next
+    layer's codes)."""
+    a = {}
+    if bias is not None:
+        a.update({prefix + "bias": bias, prefix + "bias_int": np.asarray(bias_int, dtype=np.int64)})
+    if has_next:
+        a.update({prefix + "out_mult": np.asarray(out_mult, dtype=np.int32),
+                  prefix + "out_shift": np.asarray(out_shift, dtype=np.uint8)})
+    return a
 
 
 def _accuracy(logits: np.ndarray, labels: np.ndarray, idx: np.ndarray) -> float:

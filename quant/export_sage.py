@@ -36,7 +36,7 @@ _DEGREE = ("degree_min", "degree_max", "degree_bits", "degree_step")
 
 def _layer_arrays(li: int, lay: QuantizedSAGELayer, x_codes: np.ndarray, graph: tuple, conv: ConvertedSAGE
                   ) -> tuple[dict, dict]:
-    from quant.export import degree_table_arrays, feature_arrays
+    from quant.export import bias_and_output_arrays, degree_table_arrays, feature_arrays
 
     p = f"layer{li}."
     k = sage_constants(lay, graph)
@@ -56,12 +56,7 @@ def _layer_arrays(li: int, lay: QuantizedSAGELayer, x_codes: np.ndarray, graph: 
         a.update(degree_table_arrays(p, conv.degree_tables[(li, "input")]))
     if (li, "aggregate") in conv.degree_tables:
         a.update(degree_table_arrays(p + "agg_", conv.degree_tables[(li, "aggregate")]))
-    if lay.bias is not None:
-        a.update({p + "bias": lay.bias, p + "bias_int": np.asarray(k.bias_int, dtype=np.int64)})
-    if lay.out_steps is not None:
-        a.update({p + "out_mult": np.asarray(k.out_mult, dtype=np.int32),
-                  p + "out_shift": np.asarray(k.out_shift, dtype=np.uint8)})
-    return a, t
+    return a | bias_and_output_arrays(p, lay.bias, k.bias_int, lay.out_steps is not None, k.out_mult, k.out_shift), t
 
 
 def model_arrays(conv: ConvertedSAGE, labels: np.ndarray, test_index: np.ndarray) -> tuple[dict, list[dict]]:

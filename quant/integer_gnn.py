@@ -60,6 +60,41 @@ def fake_quant(v: np.ndarray, step: np.ndarray, bits: np.ndarray) -> np.ndarray:
     return np.clip(round_half_away(v / step), -qmax, qmax)
 
 
+def normalise_dtypes(obj, float_fields: tuple[str, ...], int_fields: tuple[str, ...]) -> None:
+    """Cast the non-None array fields of a frozen dataclass to float64 / int64 in place (in ``__post_init__``)."""
+    for names, dtype in ((float_fields, np.float64), (int_fields, np.int64)):
+        for name in names:
+            if getattr(obj, name) is not None:
+                object.__setattr__(obj, name, np.asarray(getattr(obj, name), dtype=dtype))
+
+
+def check_layer_fields(owner: str, shapes: list[tuple[str, np.ndarray | None, tuple]], steps: list,
+                       weights: dict[str, np.ndarray], w_bits: int, psum_bits: int) -> None:
+    """The checks every integer layer runs in ``__post_init__``: each ``(name, array, shape)`` (None skipped), every
+    step > 0, weight codes within the symmetric ``w_bits`` range, ``psum_bits`` in 2..32. Raises ValueError naming
+    ``owner`` and the field."""
+    for name, arr, shape in shapes:
+        if arr is not None and np.shape(arr) != shape:
+            raise ValueError(f"{owner}: {name} has shape {np.shape(arr)}, expected {shape}")
+    if any(s is not None and np.any(~(np.asarray(s) > 0)) for s in steps):
+        raise ValueError(f"{owner}: every step must be > 0 (take |s| of the trained parameter)")
+    for name, codes in weights.items():
+        if np.abs(codes.astype(np.int64)).max(initial=0) > code_limit(w_bits):
+            raise ValueError(f"{owner}: {name} exceed the symmetric {w_bits}-bit range")
+    if not 2 <= psum_bits <= ACC_BITS:
+        raise ValueError(f"{owner}: psum_bits={psum_bits} must lie in 2..{ACC_BITS}")
+
+
+def run_layers(x_codes: np.ndarray, layers, layer_fn) -> tuple[list[np.ndarray], np.ndarray]:
+    """Chain ``layer_fn(layer, h) -> (out, unit)`` over ``layers`` from ``x_codes``. Returns (per-layer outputs,
+    the last output times its unit: float64 logits)."""
+    h, outs, unit = x_codes, [], None
+    for layer in layers:
+        h, unit = layer_fn(layer, h)
+        outs.append(h)
+    return outs, h * unit
+
+
 @dataclass(frozen=True, kw_only=True)
 class QuantizedGCNLayer:
     """Integer parameters of one GCN layer. Shapes: N nodes, F_in -> F_out; steps float64 > 0, bits int.
@@ -89,12 +124,8 @@ class QuantizedGCNLayer:
     xw_scheme: str = "node"
 
     def __post_init__(self) -> None:
-        for name in ("x_steps", "w_steps", "xw_steps", "agg_steps", "bias", "out_steps"):
-            if getattr(self, name) is not None:  # frozen: normalise dtypes once, here
-                object.__setattr__(self, name, np.asarray(getattr(self, name), dtype=np.float64))
-        for name in ("x_bits", "xw_bits", "agg_bits", "out_bits"):
-            if getattr(self, name) is not None:
-                object.__setattr__(self, name, np.asarray(getattr(self, name), dtype=np.int64))
+        normalise_dtypes(self, ("x_steps", "w_steps", "xw_steps", "agg_steps", "bias", "out_steps"),
+                         ("x_bits", "xw_bits", "agg_bits", "out_bits"))
         object.__setattr__(self, "w_codes", np.asarray(self.w_codes, dtype=np.int8))
         if self.xw_scheme not in XW_SCHEMES:
             raise ValueError(f"QuantizedGCNLayer: unknown xw_scheme {self.xw_scheme!r}; valid: "
@@ -102,22 +133,16 @@ class QuantizedGCNLayer:
         n = self.x_steps.shape[0]
         f_out, _ = self.w_codes.shape
         xw_len = n if self.xw_scheme == "node" else f_out
-        for name, arr, shape in [("x_bits", self.x_bits, (n,)), ("w_steps", self.w_steps, (f_out,)),
-                                 ("xw_steps", self.xw_steps, (xw_len,)), ("xw_bits", self.xw_bits, (xw_len,)),
-                                 ("agg_steps", self.agg_steps, (n,)), ("agg_bits", self.agg_bits, (n,)),
-                                 ("bias", self.bias, (f_out,)), ("out_steps", self.out_steps, (n,)),
-                                 ("out_bits", self.out_bits, (n,))]:
-            if arr is not None and np.shape(arr) != shape:
-                raise ValueError(f"QuantizedGCNLayer: {name} has shape {np.shape(arr)}, expected {shape}")
+        check_layer_fields(
+            "QuantizedGCNLayer",
+            [("x_bits", self.x_bits, (n,)), ("w_steps", self.w_steps, (f_out,)),
+             ("xw_steps", self.xw_steps, (xw_len,)), ("xw_bits", self.xw_bits, (xw_len,)),
+             ("agg_steps", self.agg_steps, (n,)), ("agg_bits", self.agg_bits, (n,)), ("bias", self.bias, (f_out,)),
+             ("out_steps", self.out_steps, (n,)), ("out_bits", self.out_bits, (n,))],
+            [self.x_steps, self.w_steps, self.xw_steps, self.agg_steps, self.out_steps], {"w_codes": self.w_codes},
+            self.w_bits, self.psum_bits)
         if (self.agg_steps is None) != (self.agg_bits is None) or (self.out_steps is None) != (self.out_bits is None):
             raise ValueError("QuantizedGCNLayer: give agg_steps with agg_bits and out_steps with out_bits")
-        steps = [self.x_steps, self.w_steps, self.xw_steps, self.agg_steps, self.out_steps]
-        if any(s is not None and np.any(~(np.asarray(s) > 0)) for s in steps):
-            raise ValueError("QuantizedGCNLayer: every step must be > 0 (take |s| of the trained parameter)")
-        if np.abs(self.w_codes.astype(np.int64)).max(initial=0) > code_limit(self.w_bits):
-            raise ValueError(f"QuantizedGCNLayer: w_codes exceed the symmetric {self.w_bits}-bit range")
-        if not 2 <= self.psum_bits <= ACC_BITS:
-            raise ValueError(f"QuantizedGCNLayer: psum_bits={self.psum_bits} must lie in 2..{ACC_BITS}")
 
     @property
     def ref_scale(self) -> float:
@@ -320,22 +345,15 @@ def gcn_layer_reference(layer: QuantizedGCNLayer, x_codes: np.ndarray, graph: tu
 def gcn_forward_int(model: QuantizedGCN, edge_index: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
     """Integer forward of the whole GCN. Returns (per-layer integer outputs, float64 logits (N, F_last))."""
     graph = gcn_graph(edge_index, model.x_codes.shape[0])
-    h, outs = model.x_codes, []
-    for layer in model.layers:
-        h, unit = gcn_layer_int(layer, h, graph)
-        outs.append(h)
-    return outs, h * unit
+    return run_layers(model.x_codes, model.layers, lambda layer, h: gcn_layer_int(layer, h, graph))
 
 
 def gcn_forward_reference(model: QuantizedGCN, edge_index: np.ndarray, exact_constants: bool = True
                           ) -> tuple[list[np.ndarray], np.ndarray]:
     """Float64 fake-quant forward of the whole GCN (same return convention as :func:`gcn_forward_int`)."""
     graph = gcn_graph(edge_index, model.x_codes.shape[0])
-    h, outs = model.x_codes, []
-    for layer in model.layers:
-        h, unit = gcn_layer_reference(layer, h, graph, exact_constants)
-        outs.append(h)
-    return outs, h * unit
+    return run_layers(model.x_codes, model.layers,
+                      lambda layer, h: gcn_layer_reference(layer, h, graph, exact_constants))
 
 
 __all__ = ["LayerConstants", "QuantizedGCN", "QuantizedGCNLayer", "fake_quant", "gcn_forward_int",

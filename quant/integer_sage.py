@@ -33,14 +33,22 @@ import numpy as np
 
 from quant.fixed_point import (
     aggregate_int,
-    code_limit,
     csr_from_edge_index,
     edge_coefficients,
     quantize_multiplier,
     requantize,
     saturate,
 )
-from quant.integer_gnn import ACC_BITS, _bias_int, _check_codes, fake_quant, int_matmul
+from quant.integer_gnn import (
+    ACC_BITS,
+    _bias_int,
+    _check_codes,
+    check_layer_fields,
+    fake_quant,
+    int_matmul,
+    normalise_dtypes,
+    run_layers,
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,33 +78,22 @@ class QuantizedSAGELayer:
     psum_bits: int = 32
 
     def __post_init__(self) -> None:
-        for name in ("x_steps", "agg_steps", "wn_steps", "wr_steps", "bias", "out_steps"):
-            if getattr(self, name) is not None:  # frozen: normalise dtypes once, here
-                object.__setattr__(self, name, np.asarray(getattr(self, name), dtype=np.float64))
-        for name in ("x_bits", "agg_bits", "out_bits"):
-            if getattr(self, name) is not None:
-                object.__setattr__(self, name, np.asarray(getattr(self, name), dtype=np.int64))
+        normalise_dtypes(self, ("x_steps", "agg_steps", "wn_steps", "wr_steps", "bias", "out_steps"),
+                         ("x_bits", "agg_bits", "out_bits"))
         for name in ("wn_codes", "wr_codes"):
             object.__setattr__(self, name, np.asarray(getattr(self, name), dtype=np.int8))
         n = self.x_steps.shape[0]
         f_out, f_in = self.wn_codes.shape
-        for name, arr, shape in [("x_bits", self.x_bits, (n,)), ("agg_steps", self.agg_steps, (n,)),
-                                 ("agg_bits", self.agg_bits, (n,)), ("wr_codes", self.wr_codes, (f_out, f_in)),
-                                 ("wn_steps", self.wn_steps, (f_out,)), ("wr_steps", self.wr_steps, (f_out,)),
-                                 ("bias", self.bias, (f_out,)), ("out_steps", self.out_steps, (n,)),
-                                 ("out_bits", self.out_bits, (n,))]:
-            if arr is not None and np.shape(arr) != shape:
-                raise ValueError(f"QuantizedSAGELayer: {name} has shape {np.shape(arr)}, expected {shape}")
+        check_layer_fields(
+            "QuantizedSAGELayer",
+            [("x_bits", self.x_bits, (n,)), ("agg_steps", self.agg_steps, (n,)), ("agg_bits", self.agg_bits, (n,)),
+             ("wr_codes", self.wr_codes, (f_out, f_in)), ("wn_steps", self.wn_steps, (f_out,)),
+             ("wr_steps", self.wr_steps, (f_out,)), ("bias", self.bias, (f_out,)), ("out_steps", self.out_steps, (n,)),
+             ("out_bits", self.out_bits, (n,))],
+            [self.x_steps, self.agg_steps, self.wn_steps, self.wr_steps, self.out_steps],
+            {"wn_codes": self.wn_codes, "wr_codes": self.wr_codes}, self.w_bits, self.psum_bits)
         if (self.out_steps is None) != (self.out_bits is None):
             raise ValueError("QuantizedSAGELayer: give out_steps with out_bits")
-        steps = [self.x_steps, self.agg_steps, self.wn_steps, self.wr_steps, self.out_steps]
-        if any(s is not None and np.any(~(s > 0)) for s in steps):
-            raise ValueError("QuantizedSAGELayer: every step must be > 0 (take |s| of the trained parameter)")
-        for name in ("wn_codes", "wr_codes"):
-            if np.abs(getattr(self, name).astype(np.int64)).max(initial=0) > code_limit(self.w_bits):
-                raise ValueError(f"QuantizedSAGELayer: {name} exceed the symmetric {self.w_bits}-bit range")
-        if not 2 <= self.psum_bits <= ACC_BITS:
-            raise ValueError(f"QuantizedSAGELayer: psum_bits={self.psum_bits} must lie in 2..{ACC_BITS}")
         if not 0 <= self.frac_bits <= 24:
             raise ValueError(f"QuantizedSAGELayer: frac_bits={self.frac_bits} must lie in 0..24")
 
@@ -230,23 +227,20 @@ def sage_forward_int(model: QuantizedSAGE, edge_index: np.ndarray, on_overflow: 
                      ) -> tuple[list[np.ndarray], np.ndarray]:
     """Integer forward of the whole GraphSAGE. Returns (per-layer integer outputs, float64 logits (N, C))."""
     graph = sage_graph(edge_index, model.x_codes.shape[0])
-    h, outs, unit = model.x_codes, [], None
-    for layer in model.layers:
+
+    def layer_int(layer: QuantizedSAGELayer, h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         t = sage_layer_trace(layer, h, graph, on_overflow)
-        h, unit = t["out"], t["unit"]
-        outs.append(h)
-    return outs, h * unit
+        return t["out"], t["unit"]
+
+    return run_layers(model.x_codes, model.layers, layer_int)
 
 
 def sage_forward_reference(model: QuantizedSAGE, edge_index: np.ndarray, exact_constants: bool = True
                            ) -> tuple[list[np.ndarray], np.ndarray]:
     """Float64 fake-quant forward of the whole GraphSAGE (same return convention as :func:`sage_forward_int`)."""
     graph = sage_graph(edge_index, model.x_codes.shape[0])
-    h, outs, unit = model.x_codes, [], None
-    for layer in model.layers:
-        h, unit = sage_layer_reference(layer, h, graph, exact_constants)
-        outs.append(h)
-    return outs, h * unit
+    return run_layers(model.x_codes, model.layers,
+                      lambda layer, h: sage_layer_reference(layer, h, graph, exact_constants))
 
 
 __all__ = ["QuantizedSAGE", "QuantizedSAGELayer", "SAGEConstants", "sage_constants", "sage_forward_int",

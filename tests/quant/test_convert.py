@@ -33,18 +33,21 @@ def tiny_graph(seed: int = 0) -> GraphData:
                      num_features=F_IN, num_classes=C)
 
 
-def quantized_model(graph: GraphData, method: str = "a2q", seed: int = 0, hidden: int = 8, layers: int = 2):
-    """A quantized GCN with randomised learned bits and steps (as after training)."""
+def quantized_model(graph: GraphData, method: str = "a2q", seed: int = 0, hidden: int = 8, layers: int = 2,
+                    arch: str = "gcn"):
+    """A quantized GCN (or GraphSAGE) with randomised learned bits and steps (as after training)."""
     torch.manual_seed(seed)
-    model = build_model(ModelConfig(arch="gcn", in_dim=F_IN, out_dim=C, hidden_dim=hidden, num_layers=layers))
+    model = build_model(ModelConfig(arch=arch, in_dim=F_IN, out_dim=C, hidden_dim=hidden, num_layers=layers))
     quantize_(model, QuantConfig(method=method, target_bits=2.0, num_degree_buckets=6), graph.data)
     with torch.no_grad():
         for conv in model.convs:
-            conv.bias.normal_(0, 0.05)
-            q = conv.q_input
-            if hasattr(q, "learn_bits"):
-                q.bits.uniform_(1.6, 6.4)  # rounded: 2..6 signed bits, some 1-bit (all-zero) rows after clamp
-                q.step.mul_(torch.empty_like(q.step).uniform_(0.15, 0.5))  # some clipping
+            bias, points = (conv.bias, [conv.q_input]) if arch == "gcn" else (
+                conv.lin_neigh.bias, [conv.q_input, conv.q_aggregate])
+            bias.normal_(0, 0.05)
+            for q in points:
+                if hasattr(q, "learn_bits"):
+                    q.bits.uniform_(1.6, 6.4)  # rounded: 2..6 signed bits, some 1-bit (all-zero) rows after clamp
+                    q.step.mul_(torch.empty_like(q.step).uniform_(0.15, 0.5))  # some clipping
     model.eval()
     return model
 

@@ -29,19 +29,8 @@ tiny_graph, F_IN, C = _convert_tests.tiny_graph, _convert_tests.F_IN, _convert_t
 
 
 def quantized_sage(graph, method: str = "a2q", seed: int = 0, hidden: int = 8, layers: int = 2):
-    """A quantized GraphSAGE with randomised learned bits and steps (as after training)."""
-    torch.manual_seed(seed)
-    model = build_model(ModelConfig(arch="sage", in_dim=F_IN, out_dim=C, hidden_dim=hidden, num_layers=layers))
-    quantize_(model, QuantConfig(method=method, target_bits=2.0, num_degree_buckets=6), graph.data)
-    with torch.no_grad():
-        for conv in model.convs:
-            conv.lin_neigh.bias.normal_(0, 0.05)
-            for q in (conv.q_input, conv.q_aggregate):
-                if hasattr(q, "learn_bits"):
-                    q.bits.uniform_(1.6, 6.4)  # rounded: 2..6 signed bits
-                    q.step.mul_(torch.empty_like(q.step).uniform_(0.15, 0.5))  # some clipping
-    model.eval()
-    return model
+    """A quantized GraphSAGE with randomised learned bits and steps of its inputs and neighbour means."""
+    return _convert_tests.quantized_model(graph, method, seed, hidden, layers, arch="sage")
 
 
 @pytest.mark.parametrize("method", ["a2q", "degree-aware"])
