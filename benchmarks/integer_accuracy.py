@@ -43,6 +43,8 @@ TARGET_GAP_PT = 0.3
 
 def integer_logits(model, data) -> np.ndarray:
     """Logits (N, C) float64 of the integer golden model of a trained quantized GCN / GraphSAGE."""
+    if model.cfg.arch not in INTEGER_PATHS:
+        raise ValueError(f"no integer path for arch {model.cfg.arch!r}; valid: {', '.join(INTEGER_PATHS)}")
     convert, forward = INTEGER_PATHS[model.cfg.arch]
     conv = convert(model, data.x, data.edge_index)
     _, logits = forward(conv.model, conv.edge_index)
