@@ -44,6 +44,7 @@ class CsrAggregation:
         self._coo: dict[bool, Tensor] = {}  # self_loops -> A or A + I in COO (the sparse-input product)
         self._plans: dict[bool, SparseProductPlan] = {}  # self_loops -> plan of the last repeated X pattern
         self._seen: dict[bool, Tensor] = {}  # self_loops -> indices of the last X pattern, planned if it repeats
+        self._unplanned: set[bool] = set()  # self_loops values whose plan would exceed MAX_PLAN_PAIRS
 
     @staticmethod
     def applies(edge_index: Tensor, x: Tensor) -> bool:
@@ -80,10 +81,16 @@ class CsrAggregation:
             if self_scale is None or plan.x_positions is not None:
                 return plan.product(x, self_scale)
         elif self._seen.get(self_loops) is not None and same_entries(x, self._seen[self_loops]):
-            self._plans[self_loops] = plan = build_sparse_product_plan(a_coo, x)
-            if self_scale is None or plan.x_positions is not None:
-                return plan.product(x, self_scale)
-        self._seen[self_loops] = x.indices()  # kept alive: an equal address later is the same entries
+            plan = build_sparse_product_plan(a_coo, x)  # None: too many pairs, keep the product below
+            if plan is None:
+                self._unplanned.add(self_loops)
+                del self._seen[self_loops]
+            else:
+                self._plans[self_loops] = plan
+                if self_scale is None or plan.x_positions is not None:
+                    return plan.product(x, self_scale)
+        if self_loops not in self._unplanned:
+            self._seen[self_loops] = x.indices()  # kept alive: an equal address later is the same entries
         out = torch.sparse.mm(a_coo, x).coalesce()
         return out if self_scale is None else sparse_add_scaled(out, x, self_scale)
 
@@ -91,7 +98,7 @@ class CsrAggregation:
         """A (or A + I) in coalesced COO, built once per graph."""
         a, _ = self._matrices(edge_index, weight, x)
         if self._coo_of is not a:  # a new graph: drop the COO forms and product plans of the old one
-            self._coo_of, self._coo, self._plans, self._seen = a, {}, {}, {}
+            self._coo_of, self._coo, self._plans, self._seen, self._unplanned = a, {}, {}, {}, set()
         if self_loops not in self._coo:
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")

@@ -64,6 +64,9 @@ class SparseProductPlan:
         return sparse_from_values(self.indices, values, self.shape)
 
 
+MAX_PLAN_PAIRS = 100_000_000  # about 1.2 GB of plan, 5 GB while building it; larger products stay unplanned
+
+
 def _address(t: Tensor) -> tuple[int, int]:
     """Where a tensor's elements start in memory."""
     return t.untyped_storage().data_ptr(), t.storage_offset()
@@ -75,12 +78,23 @@ def same_entries(x: Tensor, indices: Tensor) -> bool:
     return idx.shape == indices.shape and _address(idx) == _address(indices)
 
 
-def build_sparse_product_plan(a: Tensor, x: Tensor) -> SparseProductPlan:
-    """The plan of ``A @ X`` for coalesced COO ``a`` (N, N) and ``x`` (N, F) (x's values are not used).
+def count_pairs(a: Tensor, x: Tensor) -> int:
+    """Pairs (stored ``A[i, j]``, stored entry of X's row j) of ``A @ X``: the plan's size. Coalesced COO inputs."""
+    x_row_nnz = torch.bincount(x.indices()[0], minlength=x.size(0))
+    return int(x_row_nnz[a.indices()[1]].sum())
+
+
+def build_sparse_product_plan(a: Tensor, x: Tensor, max_pairs: int | None = None) -> SparseProductPlan | None:
+    """The plan of ``A @ X`` for coalesced COO ``a`` (N, N) and ``x`` (N, F) (x's values are not used), or None when
+    it would hold more than ``max_pairs`` pairs (default ``MAX_PLAN_PAIRS``; the caller keeps the sparse-sparse
+    product).
 
     Pairs: every stored ``A[i, j]`` with every stored entry of X's row j; pair p lands on output entry (i, c).
-    Memory: ``value_map`` holds one index and one value per pair (Coauthor CS: 15.6M pairs, about 190 MB)."""
+    Memory: ``value_map`` holds one index and one value per pair (Coauthor CS: 15.6M pairs, about 190 MB), and the
+    build briefly needs about six int64 words per pair."""
     a, x = a.coalesce(), x.coalesce()
+    if count_pairs(a, x) > (MAX_PLAN_PAIRS if max_pairs is None else max_pairs):
+        return None
     n, f = x.shape
     a_rows, a_cols = a.indices()
     x_idx = x.indices()

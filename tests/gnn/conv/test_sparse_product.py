@@ -95,3 +95,28 @@ def test_aggregation_plans_a_repeated_pattern_only(self_loops, edges_with_duplic
     ref = dense_a @ other.to_dense() + (0.2 * other.to_dense() if self_loops else 0)
     torch.testing.assert_close(agg.sparse(ei, other, self_loops=self_loops, self_scale=eps).to_dense(), ref,
                                rtol=0, atol=1e-12)
+
+
+def test_a_product_over_the_pair_cap_stays_unplanned(monkeypatch, edges_with_duplicates):
+    """Past MAX_PLAN_PAIRS the repeated pattern keeps the sparse-sparse product (same values) and is not re-counted."""
+    from gnn.conv import sparse_product
+
+    ei = edges_with_duplicates()
+    x = _sparse_features(7)
+    a = CsrAggregation("sum")
+    a.sparse(ei, x)
+    coo = a._coo[False]
+    assert build_sparse_product_plan(coo, x.coalesce(), max_pairs=sparse_product.count_pairs(coo, x.coalesce())) \
+        is not None
+    monkeypatch.setattr(sparse_product, "MAX_PLAN_PAIRS", sparse_product.count_pairs(coo, x.coalesce()) - 1)
+    agg = CsrAggregation("sum")
+    calls = []
+    real_count = sparse_product.count_pairs
+    monkeypatch.setattr(sparse_product, "count_pairs", lambda *args: calls.append(1) or real_count(*args))
+    for step in range(4):
+        torch.manual_seed(step)
+        xd = dropout(x, 0.5, training=True)
+        out = agg.sparse(ei, xd)
+        torch.testing.assert_close(out.to_dense(), coo.to_dense() @ xd.to_dense(), rtol=0, atol=1e-12)
+    assert not agg._plans and agg._unplanned == {False}, agg._plans
+    assert len(calls) == 1, calls
