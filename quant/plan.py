@@ -8,6 +8,8 @@
 | SAGE  | per-node feature                      | --                           | per-node feature     |
 
 plus every weight (per output channel, fixed bits), GAT attention vectors and edge scores (per head, fixed bits).
+Deviation: A2Q's GIN code also quantizes, per node, the input of the MLP's second ``QLinear`` (after batch norm and
+ReLU); here that activation stays FP32 (gnn/'s GIN MLP exposes no quantization point there).
 The first layer's input is left in FP32 unless ``quantize_first_input`` (A2Q: binary bag-of-words features).
 GCN / GAT aggregation outputs feed the next layer's quantized input, so A2Q does not quantize them.
 "Per-node feature" becomes the ``node`` scheme (node tasks), ``nns`` (A2Q on graph tasks) or ``degree``
