@@ -40,6 +40,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--fp32-warmup", type=int, default=0, metavar="EPOCHS",
                    help="with --quant: train FP32 this many epochs first, then quantize the trained model and train "
                         "--epochs more (quantization-aware fine-tuning)")
+    p.add_argument("--quantize-mlp-hidden", action="store_true",
+                   help="with --quant and --model gin: also quantize the MLP's hidden activation per node, as A2Q's "
+                        "GIN code does (off by default; the results tables were trained without it)")
     p.add_argument("--split-seed", type=int, default=0, help="seed of random splits and CV folds")
     p.add_argument("--features", choices=FEATURE_PREPROCESSING,
                    help="input feature preprocessing in place of the dataset registry's (Cora: row-normalized)")
@@ -66,7 +69,8 @@ def main(argv: list[str] | None = None) -> dict:
         model_cfg = with_overrides(model_cfg, hidden_dim=args.hidden, num_layers=args.layers, dropout=args.dropout)
         train_cfg = with_overrides(train_cfg, epochs=args.epochs, lr=args.lr, weight_decay=args.weight_decay,
                                    quant=args.quant, target_bits=args.target_bits, device=args.device,
-                                   penalty_weight=args.penalty_weight, fp32_warmup_epochs=args.fp32_warmup or None)
+                                   penalty_weight=args.penalty_weight, fp32_warmup_epochs=args.fp32_warmup or None,
+                                   quantize_mlp_hidden=args.quantize_mlp_hidden or None)
     except (DataError, ValueError) as e:
         sys.exit(f"error: {e}")
     run_dir = args.run_dir or Path("runs") / f"{graph.name}_{args.model}_{args.quant}_{time.strftime('%Y%m%d-%H%M%S')}"

@@ -48,6 +48,8 @@ class TrainConfig:
         fp32_warmup_epochs: with ``quant``, first train the FP32 model this many epochs (same optimiser settings,
             no model selection), then quantize it (the quantizers calibrate on the trained model) and train
             ``epochs`` more: quantization-aware fine-tuning from a trained model instead of from scratch. 0: off.
+        quantize_mlp_hidden: with ``quant``, also quantize GIN's MLP hidden activation, as A2Q's GIN code does
+            (``quant.config.QuantConfig.quantize_mlp_hidden``).
         checkpoint_every: save a resumable checkpoint every this many epochs.
         device: ``"cpu"`` or ``"cuda"``.
     """
@@ -63,6 +65,7 @@ class TrainConfig:
     target_bits: float = 4.0
     penalty_weight: float = 2.5
     fp32_warmup_epochs: int = 0
+    quantize_mlp_hidden: bool = False
     checkpoint_every: int = 50
     device: str = "cpu"
 
@@ -74,6 +77,8 @@ class TrainConfig:
         if self.fp32_warmup_epochs and self.quant == "none":
             raise ValueError("TrainConfig: fp32_warmup_epochs warms up a model before quantization; it needs a "
                              "quant method (an FP32 run just trains longer: raise epochs)")
+        if self.quantize_mlp_hidden and self.quant == "none":
+            raise ValueError("TrainConfig: quantize_mlp_hidden needs a quant method")
         if self.lr_decay_every < 0 or not 0.0 < self.lr_decay <= 1.0:
             raise ValueError(f"TrainConfig: lr_decay_every={self.lr_decay_every} must be >= 0 and "
                              f"lr_decay={self.lr_decay} in (0, 1]")
@@ -266,7 +271,8 @@ def apply_quantization(model: nn.Module, graph: GraphData, cfg: TrainConfig) -> 
         return model
     from quant.api import QuantConfig, quantize_
 
-    qcfg = QuantConfig(method=cfg.quant, target_bits=cfg.target_bits, penalty_weight=cfg.penalty_weight)
+    qcfg = QuantConfig(method=cfg.quant, target_bits=cfg.target_bits, penalty_weight=cfg.penalty_weight,
+                       quantize_mlp_hidden=cfg.quantize_mlp_hidden)
     quantize_(model, qcfg, graph.data if graph.task == "node" else None)
     model._quant_config = qcfg
     return model

@@ -92,14 +92,19 @@ def quantize_(model: nn.Module, cfg: QuantConfig, data=None) -> nn.Module:
     node_task = data is not None
     ctx = GraphContext(data.num_nodes, data.edge_index) if node_task else GraphContext()
     nonneg = bool(node_task and data.x is not None and data.x.numel() and data.x.min() >= 0)
-    specs = plan_points(model, cfg.quantize_first_input, nonneg)
+    specs = plan_points(model, cfg.quantize_first_input, nonneg, cfg.quantize_mlp_hidden)
     if not specs:
         raise ValueError("quantize_: the model has no gnn.conv.QuantPoint modules; build it from gnn.models or "
                          "gnn.conv layers")
+    if cfg.quantize_mlp_hidden and not any(s.role == "hidden" for s in specs):
+        raise ValueError("quantize_: quantize_mlp_hidden=True but the model has no MLP hidden quantization point "
+                         "(GIN layers built with gnn.conv.gin.gin_mlp have one); drop the option")
     for spec in specs:
         first_input = spec.layer == 0 and spec.role == "input"
         if cfg.is_dq and first_input and not cfg.quantize_first_input:
             continue  # as A2Q: FP32 bag-of-words input (DQ's 1% percentile of a 1%-dense input is 0)
+        if cfg.is_dq and spec.role == "hidden" and not cfg.quantize_mlp_hidden:
+            continue
         if cfg.is_dq:
             pct, _, _ = cfg.dq_settings()
             q = DQQuantizer(role=spec.role, kind=spec.kind, num_bits=cfg.dq_bits, percentile=pct, ctx=ctx)

@@ -56,6 +56,9 @@ class QuantConfig:
         quantize_first_input: quantize the input features of the first layer (A2Q skips them: binary features;
             applies to Degree-Quant too, whose 1% / 0.1% percentile range of a ~1%-dense bag-of-words input
             collapses to [0, 0] after dropout).
+        quantize_mlp_hidden: also quantize GIN's MLP hidden activation (after batch norm and ReLU, the input of the
+            second linear map) per node, as A2Q's GIN code does (Degree-Quant: per tensor, as its LinearQuantized).
+            Off by default (the results tables were trained without it); a model without such a point is refused.
         nns_pool_size: m, the number of (step, bits) pairs of the Nearest Neighbor Strategy (graph tasks).
         nns_range: ``"code"`` (default, A2Q code: q_k = 2^(b_k-1) s_k) or ``"paper"`` (Alg. 1: s_k (2^(b_k-1)-1)).
         nns_mode: ``"uniform"`` (every node searches the whole pool, A2Q default) or ``"degree"`` (in-degree >= 5
@@ -84,6 +87,7 @@ class QuantConfig:
     lr_edge_step: float = 0.005
     local_gradient: Literal["auto", "on", "off"] = "auto"
     quantize_first_input: bool = False
+    quantize_mlp_hidden: bool = False
     nns_pool_size: int = 1000
     nns_range: Literal["code", "paper"] = "code"
     nns_mode: Literal["uniform", "degree"] = "uniform"

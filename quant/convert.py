@@ -233,7 +233,8 @@ def load_trained(run_dir: Path | str, seed_dir: str | None = None, data_root: st
     graph = load_dataset(config["dataset"], data_root=data_root, split_seed=data.get("split_seed", 0),
                          features=data.get("features"))
     model = build_model(ModelConfig(**config["model"]))
-    quantize_(model, QuantConfig(method=train["quant"], target_bits=train["target_bits"]), graph.data)
+    quantize_(model, QuantConfig(method=train["quant"], target_bits=train["target_bits"],
+                                 quantize_mlp_hidden=train.get("quantize_mlp_hidden", False)), graph.data)
     model.load_state_dict(torch.load(subs[0] / "best.pt", map_location="cpu", weights_only=True))
     model.eval()
     return TrainedRun(model=model, graph=graph, config=config, checkpoint=subs[0] / "best.pt")

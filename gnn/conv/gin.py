@@ -13,17 +13,21 @@ from gnn.conv.quant_point import QuantPoint
 
 
 def gin_mlp(in_dim: int, out_dim: int, hidden_dim: int | None = None) -> nn.Sequential:
-    """The two-layer MLP of a GIN layer: Linear -> BatchNorm -> ReLU -> Linear."""
+    """The two-layer MLP of a GIN layer: Linear -> BatchNorm -> ReLU -> QuantPoint -> Linear.
+
+    The ``QuantPoint("hidden", "node")`` (identity until a quantizer replaces it) is the input of the second linear
+    map, which A2Q's code quantizes per node (``QuantConfig.quantize_mlp_hidden``)."""
     hidden_dim = hidden_dim or out_dim
     return nn.Sequential(Linear(in_dim, hidden_dim), nn.BatchNorm1d(hidden_dim), nn.ReLU(),
-                         Linear(hidden_dim, out_dim))
+                         QuantPoint("hidden", "node"), Linear(hidden_dim, out_dim))
 
 
 class GINConv(MessagePassing):
     r"""$x_i' = \mathrm{MLP}\big((1 + \epsilon) x_i + \sum_{j \in N(i)} x_j\big)$.
 
     Quantization points: ``q_input`` (X, per node, before the sum), ``q_aggregate`` (the summed input of
-    the MLP, per node), and the ``q_weight`` of every `Linear` inside ``mlp``.
+    the MLP, per node), the ``q_weight`` of every `Linear` inside ``mlp`` and, in `gin_mlp`, the hidden activation
+    before its second linear map.
 
     Args:
         mlp: the update network (default: `gin_mlp`).

@@ -161,3 +161,20 @@ def test_fp32_warmup_needs_a_quant_method():
         TrainConfig(fp32_warmup_epochs=10)
     with pytest.raises(ValueError, match="fp32_warmup_epochs"):
         TrainConfig(quant="a2q", fp32_warmup_epochs=-1)
+
+
+def test_gin_mlp_hidden_quantization_trains_and_reloads(tmp_path):
+    """``--quantize-mlp-hidden`` (A2Q's GIN convention): the run trains, records the option, and its checkpoint
+    reloads into a model with the same quantizers (quant.convert.load_trained)."""
+    from gnn.train import main
+    from quant.a2q import A2QQuantizer
+    from quant.convert import load_trained
+
+    out = main(["--dataset", "cora", "--model", "gin", "--quant", "a2q", "--target-bits", "4", "--epochs", "2",
+                "--seeds", "1", "--quantize-mlp-hidden", "--run-dir", str(tmp_path), "--no-progress"])
+    assert out["summary"]["test_acc"]["n"] == 1 and out["per_run"][0]["quant_summary"]["avg_bits"] is not None
+    assert json.loads((tmp_path / "config.json").read_text())["train"]["quantize_mlp_hidden"] is True
+    run = load_trained(tmp_path)
+    assert isinstance(run.model.convs[1].mlp[3], A2QQuantizer) and run.model.convs[1].mlp[3].unsigned
+    with pytest.raises(ValueError, match="quantize_mlp_hidden needs a quant method"):
+        TrainConfig(quantize_mlp_hidden=True)

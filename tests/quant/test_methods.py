@@ -18,7 +18,8 @@ ARCHS = ("gcn", "gat", "gin", "sage")
 # points A2Q deliberately keeps in FP32 (quant/plan.py): first-layer input; GCN/GAT aggregation output
 A2Q_KEPT = {"gcn": {"convs.0.q_input", "convs.0.q_aggregate", "convs.1.q_aggregate"},
             "gat": {"convs.0.q_input", "convs.0.q_aggregate", "convs.1.q_aggregate"},
-            "gin": {"convs.0.q_input"}, "sage": {"convs.0.q_input"}}
+            "gin": {"convs.0.q_input", "convs.0.mlp.3", "convs.1.mlp.3"}, "sage": {"convs.0.q_input"}}
+GIN_HIDDEN = {"convs.0.mlp.3", "convs.1.mlp.3"}  # FP32 unless QuantConfig(quantize_mlp_hidden=True)
 
 
 def small_graph(n=60, f=12, c=3, seed=0):
@@ -51,7 +52,8 @@ def test_quantize_replaces_points_and_trains(arch, method):
     left = points(model)
     qs = {n: m for n, m in model.named_modules() if isinstance(m, A2QQuantizer | DQQuantizer)}
     if method.startswith("dq"):
-        assert left == {"convs.0.q_input"} and set(qs) == before - left  # FP32 first input by default
+        hidden = GIN_HIDDEN if arch == "gin" else set()
+        assert left == {"convs.0.q_input"} | hidden and set(qs) == before - left  # FP32 first input by default
     else:
         assert left == A2Q_KEPT[arch] and set(qs) == before - left
         if arch == "gat":
@@ -281,3 +283,22 @@ def test_trainer_integration(method):
                     seed=0, progress=False)
     assert res.quant_summary["method"] == method and res.quant_summary["avg_bits"] is not None
     assert 0.0 <= res.test_acc <= 1.0
+
+
+@pytest.mark.parametrize("method", ["a2q", "degree-aware", "dq-int4"])
+def test_gin_mlp_hidden_quantized_on_request_only(method):
+    data = small_graph()
+    model = model_for("gin", data)
+    quantize_(model, QuantConfig(method=method, quantize_mlp_hidden=True), data)
+    qs = {n: m for n, m in model.named_modules() if isinstance(m, A2QQuantizer | DQQuantizer)}
+    assert GIN_HIDDEN <= set(qs) and not (GIN_HIDDEN & points(model))
+    if method != "dq-int4":
+        q = qs["convs.0.mlp.3"]
+        assert q.unsigned and q.scheme == ("degree" if method == "degree-aware" else "node")
+    model.train()
+    loss = F.cross_entropy(model(data.x, data.edge_index), data.y) + quant_penalty(model)
+    loss.backward()
+    step = getattr(qs["convs.1.mlp.3"], "step", None)
+    assert step is None or (step.grad is not None and step.grad.abs().sum() > 0)
+    with pytest.raises(ValueError, match="no MLP hidden quantization point"):
+        quantize_(model_for("sage", data), QuantConfig(method=method, quantize_mlp_hidden=True), data)
