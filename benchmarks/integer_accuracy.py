@@ -59,24 +59,20 @@ def run_seed(graph, arch: str, method: str, target: float, seed: int, penalty_we
     result = train_one(model, graph, graph.splits[0], train_cfg, seed=seed, progress=False)
     model.eval()
     d, test, y = graph.data, graph.splits[0].test.numpy(), graph.data.y.numpy()
-    x = d.x.to_dense() if d.x.is_sparse else d.x
+    if d.x.is_sparse:  # the converters take dense X
+        d = d.clone()
+        d.x = d.x.to_dense()
+    x = d.x
     with torch.no_grad():
         fake = model(x, d.edge_index).numpy()
     t0 = time.perf_counter()
-    logits = integer_logits(model, replace_x(d, x))
+    logits = integer_logits(model, d)
     acc_fake = float((fake[test].argmax(1) == y[test]).mean())
     acc_int = float((logits[test].argmax(1) == y[test]).mean())
     return {"seed": seed, "test_acc_fake_quant": acc_fake, "test_acc_integer": acc_int,
             "delta_pt": 100.0 * (acc_int - acc_fake), "avg_bits": result.quant_summary["avg_bits"],
             "prediction_agreement": float((logits.argmax(1) == fake.argmax(1)).mean()),
             "integer_seconds": time.perf_counter() - t0}
-
-
-def replace_x(data, x):
-    """``data`` with dense features (the converters take dense X)."""
-    out = data.clone()
-    out.x = x
-    return out
 
 
 def _stats(values: list[float]) -> dict:

@@ -178,7 +178,7 @@ def sage_layer_trace(layer: QuantizedSAGELayer, x_codes: np.ndarray, graph: tupl
     k = constants if constants is not None else sage_constants(layer, graph)
     _check_codes(x_codes, layer.x_bits, "sage_layer_int: x_codes")
     psum = aggregate_int(indptr, indices, x_codes, k.coef, layer.psum_bits, on_overflow)  # unit U 2^-frac
-    agg = requantize(saturate(psum, ACC_BITS), k.agg_mult, k.agg_shift, layer.agg_bits[:, None])  # (N, F_in)
+    agg = requantize(psum, k.agg_mult, k.agg_shift, layer.agg_bits[:, None])  # (N, F_in)
     acc_n = saturate(int_matmul(agg, layer.wn_codes), ACC_BITS)  # (N, F_out), unit g_i t^n_f
     acc_r = saturate(int_matmul(x_codes, layer.wr_codes), ACC_BITS)  # (N, F_out), unit s_i t^r_f
     acc = (requantize(acc_n, k.neigh_mult, k.neigh_shift, ACC_BITS, on_overflow=on_overflow)
