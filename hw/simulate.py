@@ -58,10 +58,11 @@ def main(argv: list[str] | None = None) -> dict:
         from quant.export import load
 
         q = load(args.workload)
-        if q.arch == "sage":
-            sys.exit(f"error: {args.workload} is a GraphSAGE export; the accelerator model simulates GCN layers "
-                     "(MEGA's dataflow). Its integer golden model runs with quant.export_sage.integer_model and "
-                     "quant.integer_sage.sage_forward_int; export a GCN run to simulate it")
+        if q.arch in ("sage", "gin"):
+            name, mod = {"sage": ("GraphSAGE", "sage"), "gin": ("GIN", "gin")}[q.arch]
+            sys.exit(f"error: {args.workload} is a {name} export; the accelerator model simulates GCN layers "
+                     f"(MEGA's dataflow). Its integer golden model runs with quant.export_{mod}.integer_model and "
+                     f"quant.integer_{mod}.{mod}_forward_int; export a GCN run to simulate it")
         if q.is_graph_transformer:  # tensors only: memory and decoder traffic, no GCN layer to simulate
             from hw.tensor_traffic import feature_traffic, format_rows
 

@@ -1,7 +1,7 @@
 """Accelerator export of a trained quantized GCN: ``python -m quant.export --run <run_dir> --out cora_gcn.qgraph``.
 
-(A quantized GraphSAGE exports its integer golden model in the same format, :mod:`quant.export_sage`; quantized graph
-transformers export their tensors, :mod:`quant.export_transformer`.)
+(Quantized GraphSAGE and GIN models export their integer golden models in the same format, :mod:`quant.export_sage`
+and :mod:`quant.export_gin`; quantized graph transformers export their tensors, :mod:`quant.export_transformer`.)
 
 Format: a directory ``<name>.qgraph/`` holding ``manifest.json`` and one ``.npy`` file per array. The manifest has
 ``format`` ("qgraph"), ``schema_version``, ``model``, ``dataset``, ``provenance`` (git commit, command, UTC time,
@@ -40,8 +40,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from quant import adaptive_package, export_sage, packing
+from quant import adaptive_package, export_gin, export_sage, packing
 from quant.convert import ConvertedGCN, load_trained, to_quantized_gcn
+from quant.convert_gin import to_quantized_gin
 from quant.convert_sage import to_quantized_sage
 from quant.integer_gnn import QuantizedGCN, QuantizedGCNLayer, gcn_graph, gcn_layer_trace, layer_constants
 from quant.storage import measure_adaptive_package, measure_storage
@@ -56,24 +57,30 @@ class ExportError(ValueError):
     """An export that cannot be written or read back intact."""
 
 
+# arch -> (module with model_arrays / layers_meta / integer_model / verify / required_arrays, converter, golden model)
+OTHER_INTEGER_EXPORTS = {export_sage.ARCH: (export_sage, to_quantized_sage, "quant.integer_sage"),
+                         export_gin.ARCH: (export_gin, to_quantized_gin, "quant.integer_gin")}
+
+
 # ---------------------------------------------------------------------------------------- arrays of a model
 
 
-def feature_arrays(prefix: str, codes8: np.ndarray, steps: np.ndarray, bits: np.ndarray) -> dict:
-    """``<prefix>x_codes / x_steps / x_bits`` and both packed layouts (``x_packed.*``, ``x_ap.*``) of one feature
-    tensor: (N, F) int8 codes, (N,) steps and signed bitwidths. Refuses codes that do not survive a round trip."""
+def feature_arrays(prefix: str, codes8: np.ndarray, steps: np.ndarray, bits: np.ndarray, name: str = "x") -> dict:
+    """``<prefix><name>_codes / _steps / _bits`` and both packed layouts (``<name>_packed.*``, ``<name>_ap.*``) of one
+    feature tensor: (N, F) int8 codes, (N,) steps and signed bitwidths. Refuses codes that do not survive a round
+    trip."""
     packed = packing.pack_rows(codes8, bits.astype(np.uint8))
     ap = adaptive_package.encode(codes8, bits)
     if not (np.array_equal(packing.unpack_rows(packed), codes8) and np.array_equal(adaptive_package.decode(ap),
                                                                                   codes8)):
-        raise ExportError(f"export: {prefix}x_codes do not survive pack/unpack; refusing to write")
-    p = prefix
-    return {p + "x_codes": codes8, p + "x_steps": steps, p + "x_bits": bits.astype(np.uint8),
-            p + "x_packed.payload": packed.payload, p + "x_packed.bits": packed.bits,
-            p + "x_packed.bit_offsets": packed.bit_offsets,
-            p + "x_packed.group_byte_offsets": packed.group_byte_offsets,
-            p + "x_ap.words": ap.words, p + "x_ap.bitmap": ap.bitmap, p + "x_ap.first_node": ap.first_node,
-            p + "x_ap.first_value": ap.first_value, p + "x_ap.num_values": ap.num_values}
+        raise ExportError(f"export: {prefix}{name}_codes do not survive pack/unpack; refusing to write")
+    p = prefix + name
+    return {p + "_codes": codes8, p + "_steps": steps, p + "_bits": bits.astype(np.uint8),
+            p + "_packed.payload": packed.payload, p + "_packed.bits": packed.bits,
+            p + "_packed.bit_offsets": packed.bit_offsets,
+            p + "_packed.group_byte_offsets": packed.group_byte_offsets,
+            p + "_ap.words": ap.words, p + "_ap.bitmap": ap.bitmap, p + "_ap.first_node": ap.first_node,
+            p + "_ap.first_value": ap.first_value, p + "_ap.num_values": ap.num_values}
 
 
 def degree_table_arrays(prefix: str, table: dict) -> dict:
@@ -234,18 +241,19 @@ class QGraph:
         """A graph-transformer export (:mod:`quant.export_transformer`): quantized tensors, no integer path."""
         return _is_transformer(self.manifest)
 
-    def feature_streams(self, prefix: str, num_nodes: int, num_features: int) -> tuple[
+    def feature_streams(self, prefix: str, num_nodes: int, num_features: int, name: str = "x") -> tuple[
             packing.PackedRows, adaptive_package.AdaptivePackageStream]:
-        """The packed rows (``<prefix>x_packed.*``) and Adaptive-Package stream (``<prefix>x_ap.*``) of one
-        feature tensor of (num_nodes, num_features) codes."""
-        packed = packing.PackedRows(payload=self[prefix + "x_packed.payload"], bits=self[prefix + "x_packed.bits"],
-                                    bit_offsets=self[prefix + "x_packed.bit_offsets"],
-                                    group_byte_offsets=self[prefix + "x_packed.group_byte_offsets"],
+        """The packed rows (``<prefix><name>_packed.*``) and Adaptive-Package stream (``<prefix><name>_ap.*``) of
+        one feature tensor of (num_nodes, num_features) codes."""
+        p = prefix + name
+        packed = packing.PackedRows(payload=self[p + "_packed.payload"], bits=self[p + "_packed.bits"],
+                                    bit_offsets=self[p + "_packed.bit_offsets"],
+                                    group_byte_offsets=self[p + "_packed.group_byte_offsets"],
                                     num_features=num_features)
         ap = adaptive_package.AdaptivePackageStream(
-            words=self[prefix + "x_ap.words"], bitmap=self[prefix + "x_ap.bitmap"],
-            first_node=self[prefix + "x_ap.first_node"], first_value=self[prefix + "x_ap.first_value"],
-            num_values=self[prefix + "x_ap.num_values"], num_nodes=num_nodes, num_features=num_features)
+            words=self[p + "_ap.words"], bitmap=self[p + "_ap.bitmap"], first_node=self[p + "_ap.first_node"],
+            first_value=self[p + "_ap.first_value"], num_values=self[p + "_ap.num_values"], num_nodes=num_nodes,
+            num_features=num_features)
         return packed, ap
 
     def to_quantized_gcn(self) -> QuantizedGCN:
@@ -254,9 +262,11 @@ class QGraph:
             raise ExportError(f"{self.path}: a graph-transformer export carries quantized tensors, not a GCN "
                               "integer path; read its tensors with quant.export_transformer.point_streams or "
                               "hw.tensor_traffic")
-        if self.arch == export_sage.ARCH:
-            raise ExportError(f"{self.path}: a GraphSAGE export, not a GCN; its integer model is "
-                              "quant.export_sage.integer_model(q) (the accelerator model simulates GCN layers)")
+        if self.arch in OTHER_INTEGER_EXPORTS:
+            module = OTHER_INTEGER_EXPORTS[self.arch][0].__name__
+            name = {"sage": "GraphSAGE", "gin": "GIN"}[self.arch]
+            raise ExportError(f"{self.path}: a {name} export, not a GCN; its integer model is "
+                              f"{module}.integer_model(q) (the accelerator model simulates GCN layers)")
         ip, layers = self.manifest["integer_path"], []
         num = len(self.manifest["layers"])
         for li, meta in enumerate(self.manifest["layers"]):
@@ -281,8 +291,8 @@ class QGraph:
 
             verify(self)
             return
-        if self.arch == export_sage.ARCH:
-            export_sage.verify(self)
+        if self.arch in OTHER_INTEGER_EXPORTS:
+            OTHER_INTEGER_EXPORTS[self.arch][0].verify(self)
             return
         model = self.to_quantized_gcn()
         graph = gcn_graph(self["graph.edge_index"], model.x_codes.shape[0])
@@ -351,8 +361,9 @@ def _required(manifest: dict) -> list[str]:
         from quant.export_transformer import required_arrays
 
         return required_arrays(manifest)
-    if manifest.get("model", {}).get("arch") == export_sage.ARCH:
-        return export_sage.required_arrays(manifest)
+    arch = manifest.get("model", {}).get("arch")
+    if arch in OTHER_INTEGER_EXPORTS:
+        return OTHER_INTEGER_EXPORTS[arch][0].required_arrays(manifest)
     names = ["graph.edge_index", "graph.indptr", "graph.indices", "graph.in_degree", "logits"]
     for li, meta in enumerate(manifest.get("layers", [])):
         p = f"layer{li}."
@@ -395,8 +406,8 @@ def _histogram(bits: np.ndarray) -> dict[str, int]:
 
 def export_model(model: torch.nn.Module, graph, out: Path | str, *, provenance: dict | None = None,
                  frac_bits: int = 14, psum_bits: int = 32, overwrite: bool = False) -> Path:
-    """Export a quantized GCN (:mod:`quant.convert`) or GraphSAGE (:mod:`quant.convert_sage`) on ``graph`` (a
-    node-task ``GraphData``) to ``out``."""
+    """Export a quantized GCN (:mod:`quant.convert`), GraphSAGE (:mod:`quant.convert_sage`) or GIN
+    (:mod:`quant.convert_gin`) on ``graph`` (a node-task ``GraphData``) to ``out``."""
     from quant.api import quant_summary
 
     data = graph.data
@@ -405,13 +416,15 @@ def export_model(model: torch.nn.Module, graph, out: Path | str, *, provenance: 
     labels = data.y.cpu().numpy()
     with torch.no_grad():
         fake = model(data.x, data.edge_index).detach().double().cpu().numpy()  # the model as trained (float32)
+    x = data.x.to_dense() if data.x.is_sparse else data.x  # the converters take dense features
     cfg = model.cfg
-    if cfg.arch == export_sage.ARCH:
-        conv = to_quantized_sage(model, data.x, data.edge_index, frac_bits=frac_bits, psum_bits=psum_bits)
-        arrays, per_layer = export_sage.model_arrays(conv, labels, test)
-        storage, layers, golden = _summarise_storage(per_layer), export_sage.layers_meta(conv), "quant.integer_sage"
+    if cfg.arch in OTHER_INTEGER_EXPORTS:
+        module, convert, golden = OTHER_INTEGER_EXPORTS[cfg.arch]
+        conv = convert(model, x, data.edge_index, frac_bits=frac_bits, psum_bits=psum_bits)
+        arrays, per_layer = module.model_arrays(conv, labels, test)
+        storage, layers = _summarise_storage(per_layer), module.layers_meta(conv)
     else:
-        conv = to_quantized_gcn(model, data.x, data.edge_index, frac_bits=frac_bits, psum_bits=psum_bits)
+        conv = to_quantized_gcn(model, x, data.edge_index, frac_bits=frac_bits, psum_bits=psum_bits)
         arrays, storage = model_arrays(conv, labels, test)
         layers, golden = _gcn_layers_meta(conv), "quant.integer_gnn"
     logits = arrays["logits"]
@@ -487,7 +500,8 @@ def main(argv: list[str] | None = None) -> Path:
     p = argparse.ArgumentParser(prog="python -m quant.export", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--run", type=Path, required=True,
-                   help="run directory of `python -m gnn.train --model gcn|sage --quant a2q|degree-aware ...`")
+                   help="run directory of `python -m gnn.train --model gcn|sage|gin --quant a2q|degree-aware ...` "
+                        "(gin: trained with --quantize-mlp-hidden)")
     p.add_argument("--out", type=Path, required=True, help="output directory, e.g. cora_gcn.qgraph")
     p.add_argument("--seed-dir", help="which seed<S>_fold<K> sub-directory (default: the first)")
     p.add_argument("--data-root", help="directory holding raw datasets")

@@ -85,6 +85,23 @@ def check_layer_fields(owner: str, shapes: list[tuple[str, np.ndarray | None, tu
         raise ValueError(f"{owner}: psum_bits={psum_bits} must lie in 2..{ACC_BITS}")
 
 
+def check_layer_chain(owner: str, layers) -> None:
+    """An integer model needs >= 1 layer, and every layer but the last feeds next-layer codes (``out_steps``)."""
+    if not layers or any(lay.out_steps is None for lay in layers[:-1]):
+        raise ValueError(f"{owner}: need >= 1 layer, and every layer but the last needs out_steps")
+
+
+def trace_layers(x_codes: np.ndarray, layers, graph: tuple, trace_fn, on_overflow: str
+                 ) -> tuple[list[np.ndarray], np.ndarray]:
+    """:func:`run_layers` over ``trace_fn(layer, h, graph, on_overflow) -> {"out", "unit", ...}`` (a layer's integer
+    trace)."""
+    def layer_int(layer, h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        t = trace_fn(layer, h, graph, on_overflow)
+        return t["out"], t["unit"]
+
+    return run_layers(x_codes, layers, layer_int)
+
+
 def run_layers(x_codes: np.ndarray, layers, layer_fn) -> tuple[list[np.ndarray], np.ndarray]:
     """Chain ``layer_fn(layer, h) -> (out, unit)`` over ``layers`` from ``x_codes``. Returns (per-layer outputs,
     the last output times its unit: float64 logits)."""
@@ -176,8 +193,7 @@ class QuantizedGCN:
     layers: tuple[QuantizedGCNLayer, ...]
 
     def __post_init__(self) -> None:
-        if not self.layers or any(lay.out_steps is None for lay in self.layers[:-1]):
-            raise ValueError("QuantizedGCN: need >= 1 layer, and every layer but the last needs out_steps")
+        check_layer_chain("QuantizedGCN", self.layers)
 
 
 def gcn_graph(edge_index: np.ndarray, num_nodes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -43,11 +43,13 @@ from quant.integer_gnn import (
     ACC_BITS,
     _bias_int,
     _check_codes,
+    check_layer_chain,
     check_layer_fields,
     fake_quant,
     int_matmul,
     normalise_dtypes,
     run_layers,
+    trace_layers,
 )
 
 
@@ -116,8 +118,7 @@ class QuantizedSAGE:
     layers: tuple[QuantizedSAGELayer, ...]
 
     def __post_init__(self) -> None:
-        if not self.layers or any(lay.out_steps is None for lay in self.layers[:-1]):
-            raise ValueError("QuantizedSAGE: need >= 1 layer, and every layer but the last needs out_steps")
+        check_layer_chain("QuantizedSAGE", self.layers)
 
 
 def sage_graph(edge_index: np.ndarray, num_nodes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -190,7 +191,7 @@ def sage_layer_trace(layer: QuantizedSAGELayer, x_codes: np.ndarray, graph: tupl
         acc = np.maximum(acc, 0)
     if layer.out_steps is None:
         return {"psum": psum, "agg": agg, "acc": acc, "out": acc, "unit": k.unit}
-    out = requantize(acc, k.out_mult, k.out_shift, layer.out_bits[:, None], on_overflow=on_overflow)
+    out = requantize(acc, k.out_mult, k.out_shift, layer.out_bits[:, None])  # clamping codes is the quantizer's clip
     return {"psum": psum, "agg": agg, "acc": acc, "out": out, "unit": layer.out_steps[:, None]}
 
 
@@ -227,12 +228,7 @@ def sage_forward_int(model: QuantizedSAGE, edge_index: np.ndarray, on_overflow: 
                      ) -> tuple[list[np.ndarray], np.ndarray]:
     """Integer forward of the whole GraphSAGE. Returns (per-layer integer outputs, float64 logits (N, C))."""
     graph = sage_graph(edge_index, model.x_codes.shape[0])
-
-    def layer_int(layer: QuantizedSAGELayer, h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        t = sage_layer_trace(layer, h, graph, on_overflow)
-        return t["out"], t["unit"]
-
-    return run_layers(model.x_codes, model.layers, layer_int)
+    return trace_layers(model.x_codes, model.layers, graph, sage_layer_trace, on_overflow)
 
 
 def sage_forward_reference(model: QuantizedSAGE, edge_index: np.ndarray, exact_constants: bool = True

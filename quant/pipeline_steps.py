@@ -4,8 +4,9 @@ Both take the pipeline's context dict (keys ``dataset``, ``model``, ``seeds``, `
 ``run_dir`` (Path), ``progress``, and ``fp32`` = the FP32 experiment output) and add their outputs to it:
 
 * :func:`step_quantize` trains the A2Q-quantized model (target bits ``ctx["target_bits"]``, default 1.7, A2Q's
-  headline Cora setting) on the same seeds, validation-selected; adds ``quant`` (experiment output) and
-  ``quant_run_dir``.
+  headline Cora setting) on the same seeds, validation-selected; a GIN also quantizes its MLP's hidden activation
+  (``quantize_mlp_hidden``, as A2Q's code), which its integer path and export need; adds ``quant`` (experiment
+  output) and ``quant_run_dir``.
 * :func:`step_export` exports the first seed's model to ``<run_dir>/<dataset>_<model>.qgraph`` (e.g.
   ``cora_gcn.qgraph``), reloads and verifies it, prints accuracy, average bits and bytes; adds ``export_path``.
 """
@@ -31,7 +32,8 @@ def step_quantize(ctx: dict) -> None:
     model_cfg, train_cfg = model_and_train_config(graph, ctx["model"])
     target = ctx.get("target_bits") or DEFAULT_TARGET_BITS
     train_cfg = with_overrides(train_cfg, epochs=ctx.get("epochs"), quant="a2q", target_bits=target,
-                               penalty_weight=ctx.get("penalty_weight") or DEFAULT_PENALTY_WEIGHT)
+                               penalty_weight=ctx.get("penalty_weight") or DEFAULT_PENALTY_WEIGHT,
+                               quantize_mlp_hidden=True if ctx["model"] == "gin" else None)
     run_dir = Path(ctx["run_dir"]) / "a2q"
     out = run_experiment(graph, model_cfg, train_cfg, list(range(ctx["seeds"])), run_dir=run_dir,
                          progress=ctx.get("progress", False))
@@ -48,8 +50,8 @@ def step_quantize(ctx: dict) -> None:
 def step_export(ctx: dict) -> None:
     from quant.export import describe, export_run, load
 
-    if ctx["model"] not in ("gcn", "sage"):
-        print(f"   skipped: the .qgraph export covers GCN and GraphSAGE (model={ctx['model']!r})")
+    if ctx["model"] not in ("gcn", "sage", "gin"):
+        print(f"   skipped: the .qgraph export covers GCN, GraphSAGE and GIN (model={ctx['model']!r})")
         return
     run_dir = ctx.get("quant_run_dir") or Path(ctx["run_dir"]) / "a2q"
     if not (Path(run_dir) / "config.json").is_file():

@@ -1,0 +1,161 @@
+"""Trained quantized GIN -> integer model (:class:`quant.integer_gin.QuantizedGIN`).
+
+Input: a ``gnn.models.GNN`` with ``arch="gin"`` (node task, no norm between layers, no residual) quantized by
+``quant.api.quantize_`` with ``method="a2q"`` or ``"degree-aware"`` and ``quantize_mlp_hidden=True`` (``python -m
+gnn.train ... --quantize-mlp-hidden``): without the hidden quantizer the MLP's second linear map would take a
+full-precision input. Each layer's MLP must be :func:`gnn.conv.gin.gin_mlp` (Linear, BatchNorm1d, ReLU,
+quantization point, Linear). Mapping per layer ``l`` (``quant.plan``):
+
+* ``x_steps``, ``x_bits`` <- ``convs[l].q_input``: channel scheme (A2Q's GIN: per-channel step, fixed bits) or
+  node / degree scheme; layer 0 keeps A2Q's FP32 input, whose per-node codes come from
+  :func:`quant.convert.input_codes` (exact for binary and row-normalised bag-of-words rows);
+* ``eps`` <- ``convs[l].eps``; ``agg_steps``, ``agg_bits`` <- ``convs[l].q_aggregate`` (per node);
+* ``w1_codes``, ``w1_steps`` <- ``mlp[0].q_weight``; the eval batch norm ``mlp[1]`` becomes ``bn_scale`` =
+  ``gamma / sqrt(running_var + eps_bn)`` and the bias ``bn_scale (b1 - running_mean) + beta``;
+* ``hid_steps``, ``hid_bits`` <- ``mlp[3]`` (the ``"hidden"`` point, per node); ``w2_codes``, ``w2_steps``,
+  ``b2`` <- ``mlp[4]``;
+* ``out_steps`` <- ``convs[l + 1].q_input`` (its scheme gives ``out_scheme``); None on the last layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from gnn.conv import QuantPoint
+from gnn.conv.linear import Linear
+from gnn.ops import in_degree
+from quant.a2q import A2QQuantizer
+from quant.convert import check_convertible, degree_table, input_codes, per_node, weight_codes
+from quant.integer_gin import QuantizedGIN, QuantizedGINLayer, as_2d
+from quant.integer_gnn import fake_quant
+from quant.quantizers import STEP_EPS
+
+FN = "to_quantized_gin"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConvertedGIN:
+    """The integer model plus what describes it: ``edge_index`` (2, E) and ``in_degree`` (N,) int64 of the graph;
+    ``input_exact``: the first layer's codes reproduce the FP32 features exactly; ``x_schemes``: per layer, where
+    ``x_steps`` come from ("input": derived from FP32 features, "channel", "node", "degree"); ``degree_tables``: per
+    layer and quantizer (``"aggregate"`` / ``"hidden"`` / ``"input"``) of the degree-aware method, its table
+    (``quant.convert.degree_table``)."""
+
+    model: QuantizedGIN
+    edge_index: np.ndarray
+    in_degree: np.ndarray
+    input_exact: bool
+    x_schemes: tuple[str, ...]
+    degree_tables: dict[tuple[int, str], dict]
+
+
+def _features(q: nn.Module, in_deg: torch.Tensor, who: str, tables: dict, key: tuple[int, str]
+              ) -> tuple[np.ndarray, np.ndarray, str]:
+    """(steps, signed bits, "node" | "channel") of a quantized feature tensor; per node for node/degree schemes."""
+    if not isinstance(q, A2QQuantizer):
+        raise ValueError(f"{FN}: {who} is not quantized ({type(q).__name__}); the integer path needs an A2Q or "
+                         "degree-aware quantizer there")
+    if q.scheme == "channel":
+        return (q.step.detach().abs().clamp_min(STEP_EPS).view(-1).double().cpu().numpy(),
+                q.rounded_bits().view(-1).long().cpu().numpy(), "channel")
+    if q.scheme == "degree":
+        tables[key] = degree_table(q)
+    steps, bits = per_node(q, in_deg, f"{FN}: {who}")
+    return steps, bits, "node"
+
+
+def _mlp_parts(conv: nn.Module, li: int) -> tuple[Linear, nn.BatchNorm1d | None, nn.Module, Linear]:
+    """(first linear, batch norm or None, hidden quantizer, second linear) of a ``gin_mlp``; refuses other MLPs."""
+    mlp = conv.mlp
+    parts = list(mlp) if isinstance(mlp, nn.Sequential) else []
+    shape_ok = (len(parts) == 5 and isinstance(parts[0], Linear) and isinstance(parts[1], (nn.BatchNorm1d, nn.Identity))
+                and isinstance(parts[2], nn.ReLU) and isinstance(parts[4], Linear))
+    if not shape_ok:
+        raise ValueError(f"{FN}: convs[{li}].mlp must be gnn.conv.gin.gin_mlp (Linear, BatchNorm1d, ReLU, hidden "
+                         f"quantization point, Linear); got {mlp}")
+    if isinstance(parts[3], QuantPoint):
+        raise ValueError(f"{FN}: convs[{li}].mlp's hidden activation is not quantized, so its second linear map takes "
+                         "a full-precision input; quantize with QuantConfig(quantize_mlp_hidden=True) (python -m "
+                         "gnn.train ... --quantize-mlp-hidden) and train again")
+    bn = parts[1] if isinstance(parts[1], nn.BatchNorm1d) else None
+    if bn is not None and (bn.running_mean is None or bn.training):
+        raise ValueError(f"{FN}: convs[{li}].mlp[1] must be a batch norm in eval mode with running statistics "
+                         "(call model.eval(); track_running_stats=True)")
+    return parts[0], bn, parts[3], parts[4]
+
+
+def _fold_norm(first: Linear, bn: nn.BatchNorm1d | None) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(alpha (H,), bias after the norm (H,) or None)`` of ``BN(z + b1) = alpha z + alpha (b1 - mu) + beta``."""
+    b1 = None if first.bias is None else first.bias.detach().double().cpu().numpy()
+    if bn is None:
+        return np.ones(first.out_dim), b1
+    var, mu = bn.running_var.detach().double().cpu().numpy(), bn.running_mean.detach().double().cpu().numpy()
+    alpha = 1.0 / np.sqrt(var + bn.eps)
+    beta = np.zeros_like(alpha)
+    if bn.affine:
+        alpha = alpha * bn.weight.detach().double().cpu().numpy()
+        beta = bn.bias.detach().double().cpu().numpy()
+    return alpha, alpha * ((0.0 if b1 is None else b1) - mu) + beta
+
+
+def to_quantized_gin(model: nn.Module, x: torch.Tensor, edge_index: torch.Tensor, frac_bits: int = 14,
+                     psum_bits: int = 32) -> ConvertedGIN:
+    """Integer golden model of a trained quantized GIN on ``(x (N, F_in) dense, edge_index (2, E))``.
+
+    ``frac_bits``: fractional bits of the sum's coefficients and of the accumulators; ``psum_bits``: width of the
+    sum's partial sums (``quant/FIXED_POINT.md``, section GIN). GIN sums without normalising, so a partial sum grows
+    with the in-degree: ``|psum_i| <= (deg_i + 1 + eps) qmax 2^frac``; with the defaults and 8-bit codes 32 bits
+    hold in-degrees up to about 1000, beyond that it saturates (``gin_forward_int(..., on_overflow="raise")``
+    reports it; lower ``frac_bits`` or widen ``psum_bits``).
+    """
+    check_convertible(model, "gin", FN)
+    convs = list(model.convs)
+    in_deg = in_degree(edge_index, x.size(0)).cpu()
+    x_np = x.detach().double().cpu().numpy()
+    layers, schemes, tables, exact = [], [], {}, True
+    for li, conv in enumerate(convs):
+        first, bn, q_hidden, second = _mlp_parts(conv, li)
+        if li == 0 and not isinstance(conv.q_input, A2QQuantizer):
+            x_codes, x_steps, x_bits, exact = input_codes(x_np)
+            x_scheme = "node"
+            schemes.append("input")
+        else:
+            x_steps, x_bits, x_scheme = _features(conv.q_input, in_deg, f"convs[{li}].q_input", tables, (li, "input"))
+            schemes.append(conv.q_input.scheme)
+            if li == 0:
+                x_codes = fake_quant(x_np, as_2d(x_steps, x_scheme), as_2d(x_bits, x_scheme)).astype(np.int8)
+        agg_steps, agg_bits, agg_scheme = _features(conv.q_aggregate, in_deg, f"convs[{li}].q_aggregate", tables,
+                                                    (li, "aggregate"))
+        hid_steps, hid_bits, hid_scheme = _features(q_hidden, in_deg, f"convs[{li}].mlp[3]", tables, (li, "hidden"))
+        if "channel" in (agg_scheme, hid_scheme):
+            raise ValueError(f"{FN}: convs[{li}] quantizes its aggregate or hidden activation per channel; the integer "
+                             "GIN takes them per node (A2Q / degree-aware plan)")
+        w1_codes, w1_steps, w1_bits = weight_codes(first, f"{FN}: convs[{li}].mlp[0]")
+        w2_codes, w2_steps, w2_bits = weight_codes(second, f"{FN}: convs[{li}].mlp[4]")
+        if w1_bits != w2_bits:
+            raise ValueError(f"{FN}: convs[{li}] MLP weights have {w1_bits} and {w2_bits} bits; the integer layer has "
+                             "one weight bitwidth")
+        bn_scale, b1 = _fold_norm(first, bn)
+        out_steps = out_bits = None
+        out_scheme = "channel"
+        if li + 1 < len(convs):
+            out_steps, out_bits, out_scheme = _features(convs[li + 1].q_input, in_deg, f"convs[{li + 1}].q_input",
+                                                        {}, (0, ""))
+        layers.append(QuantizedGINLayer(
+            x_steps=x_steps, x_bits=x_bits, x_scheme=x_scheme, eps=float(conv.eps.detach().view(-1)[0]),
+            agg_steps=agg_steps, agg_bits=agg_bits, w1_codes=w1_codes, w1_steps=w1_steps, bn_scale=bn_scale, b1=b1,
+            hid_steps=hid_steps, hid_bits=hid_bits, w2_codes=w2_codes, w2_steps=w2_steps, w_bits=w1_bits,
+            b2=None if second.bias is None else second.bias.detach().double().cpu().numpy(), out_steps=out_steps,
+            out_bits=out_bits, out_scheme=out_scheme, relu=li + 1 < len(convs), frac_bits=frac_bits,
+            psum_bits=psum_bits))
+    return ConvertedGIN(model=QuantizedGIN(x_codes=x_codes, layers=tuple(layers)),
+                        edge_index=edge_index.detach().cpu().numpy().astype(np.int64),
+                        in_degree=in_deg.numpy().astype(np.int64), input_exact=exact, x_schemes=tuple(schemes),
+                        degree_tables=tables)
+
+
+__all__ = ["ConvertedGIN", "to_quantized_gin"]

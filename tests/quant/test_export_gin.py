@@ -1,0 +1,118 @@
+"""GIN .qgraph exports (quant.export_gin): round trip, bit-exact recomputation, every packed stream decoded,
+tampering named, required arrays, refusal by the GCN-only consumers, and the CLI on a real trained run."""
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from quant import export_gin
+from quant.export import ExportError, export_model, load, write_qgraph
+from quant.integer_gin import gin_forward_int
+
+_spec = importlib.util.spec_from_file_location("_quant_test_integer_gin",
+                                               Path(__file__).with_name("test_integer_gin.py"))
+_gin_tests = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_gin_tests)  # tests are not a package (--import-mode=importlib)
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    graph = _gin_tests.tiny_graph(4)
+    model = _gin_tests.quantized_gin(graph, "degree-aware", seed=4)
+    return export_model(model, graph, tmp_path_factory.mktemp("exp") / "tiny_gin.qgraph"), model, graph
+
+
+def test_round_trip_recomputes_bit_exactly(exported):
+    out, model, graph = exported
+    q = load(out)
+    q.verify()
+    m = q.manifest
+    assert q.arch == "gin" and m["integer_path"]["golden_model"] == "quant.integer_gin"
+    assert [(lay["x_scheme"], lay["x_step_scheme"]) for lay in m["layers"]] == [("input", "node"),
+                                                                                ("channel", "channel")]
+    assert [(lay["agg_scheme"], lay["hid_scheme"]) for lay in m["layers"]] == [("degree", "degree")] * 2
+    assert set(export_gin.required_arrays(m)) <= set(q.arrays)
+    assert "layer0.hid_degree_bits" in q.arrays and "layer1.x_packed_flat" in q.arrays
+    outs, logits = gin_forward_int(export_gin.integer_model(q), q["graph.edge_index"])
+    np.testing.assert_array_equal(outs[0], q["layer0.out"])
+    np.testing.assert_array_equal(outs[0], q["layer1.x_codes"])
+    np.testing.assert_array_equal(logits, q["logits"])
+    met = m["metrics"]
+    assert abs(met["test_acc_delta_pt"]) <= 5.0 and met["prediction_agreement"] >= 0.95
+    st = met["storage"]
+    assert st["all_in_bytes"] < st["fp32_all_in_bytes"]
+    assert [(s["layer"], s["tensor"]) for s in st["layers"]][:3] == [(0, "input"), (0, "aggregate"), (0, "hidden")]
+    assert st["learned_feature_bytes"] < st["learned_fp32_feature_bytes"]  # the per-node tensors are the learned ones
+
+
+def test_tampered_or_incomplete_exports_name_the_array(exported, tmp_path):
+    q = load(exported[0])
+    meta = {k: v for k, v in q.manifest.items() if k not in ("format", "schema_version", "arrays")}
+    for name in ("layer0.hid_codes", "layer1.mid", "layer0.w1_signed"):
+        arrays = {k: np.array(v) for k, v in q.arrays.items()}
+        arrays[name].flat[3] = 1 - arrays[name].flat[3]
+        bad = load(write_qgraph(tmp_path / f"{name}.qgraph", arrays, meta))
+        with pytest.raises(ExportError, match=rf"'{name}'"):
+            bad.verify()
+    arrays = {k: v for k, v in q.arrays.items() if k != "layer1.bn_scale"}
+    with pytest.raises(ExportError, match=r"layer1\.bn_scale"):
+        load(write_qgraph(tmp_path / "incomplete.qgraph", arrays, meta))
+
+
+def test_gcn_consumers_refuse_a_gin_export(exported, capsys):
+    from hw.pipeline_steps import step_simulate
+    from hw.rtl.pipeline_step import step_rtl
+    from hw.simulate import main as simulate
+
+    q = load(exported[0])
+    with pytest.raises(ExportError, match="GIN export.*quant.export_gin.integer_model"):
+        q.to_quantized_gcn()
+    with pytest.raises(SystemExit, match="GIN export.*GCN layers"):
+        simulate([str(exported[0]), "--no-check"])
+    ctx = {"model": "gin", "export_path": exported[0], "run_dir": exported[0].parent}
+    step_simulate(ctx)
+    step_rtl(ctx)
+    assert capsys.readouterr().out.count("skipped") == 2 and "simulation" not in ctx
+
+
+def test_cli_exports_a_trained_gin_run_and_explains_a_missing_hidden_quantizer(tmp_path):
+    root = Path(__file__).resolve().parents[2]
+
+    def train(run, *extra):
+        cmd = [sys.executable, "-m", "gnn.train", "--dataset", "cora", "--model", "gin", "--quant", "a2q",
+               "--target-bits", "4", "--seeds", "1", "--epochs", "3", "--run-dir", str(run), "--no-progress", *extra]
+        subprocess.run(cmd, cwd=root, check=True, capture_output=True)
+
+    def export(run, out):
+        return subprocess.run([sys.executable, "-m", "quant.export", "--run", str(run), "--out", str(out)], cwd=root,
+                              capture_output=True, text=True)
+
+    train(tmp_path / "plain")
+    res = export(tmp_path / "plain", tmp_path / "plain.qgraph")
+    assert res.returncode != 0 and "--quantize-mlp-hidden" in res.stderr
+    assert not (tmp_path / "plain.qgraph").exists()
+    train(tmp_path / "run", "--quantize-mlp-hidden")
+    out = tmp_path / "cora_gin.qgraph"
+    res = export(tmp_path / "run", out)
+    assert res.returncode == 0, res.stderr
+    assert "cora gin (a2q)" in res.stdout and "integer path" in res.stdout
+    q = load(out)
+    assert json.loads((out / "manifest.json").read_text())["model"]["arch"] == "gin"
+    assert q["layer0.x_codes"].shape == (2708, 1433) and q["logits"].shape == (2708, 7)
+
+
+def test_pipeline_quantizes_the_gin_hidden_activation_and_exports(tmp_path, capsys):
+    from gnn.pipeline import main as pipeline
+
+    ctx = pipeline(["--dataset", "cora", "--model", "gin", "--seeds", "1", "--epochs", "2", "--steps",
+                    "train,quantize,export,simulate", "--run-dir", str(tmp_path), "--no-progress"])
+    cfg = json.loads((tmp_path / "a2q" / "config.json").read_text())
+    assert cfg["train"]["quantize_mlp_hidden"] is True
+    q = load(ctx["export_path"])
+    assert q.arch == "gin" and ctx["export_path"].name == "cora_gin.qgraph"
+    assert "skipped" in capsys.readouterr().out and "simulation" not in ctx  # the accelerator model is GCN-only
