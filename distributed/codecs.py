@@ -4,7 +4,8 @@ Pure functions, shared by the halo exchange, the tests and the benchmarks. Every
 ``num_bytes(codec, N, F)`` bytes, so a receiver knows each peer's chunk size without a header.
 
 Codecs (``CODECS``):
-  * ``fp32``, ``fp16``: plain casts, 4F and 2F bytes per row.
+  * ``fp32``, ``fp16``: plain casts, 4F and 2F bytes per row. ``fp64``: 8F bytes per row, lossless for float64
+    runs (``DistTrainConfig(dtype="float64")``, used to compare against one process beyond float32 rounding).
   * ``int8``/``int4``/``int2``/``int1``: Sylvie's Low-bit Module (arXiv 2303.01277): per-row min/max asymmetric
     uniform quantization with stochastic rounding (unbiased), b-bit codes packed 8/b per byte within a row,
     fp16 row minimum and fp16 step per row. Bytes per row: ceil(F b / 8) + 4. With 1 bit every value becomes
@@ -22,7 +23,8 @@ import math
 import torch
 from torch import Tensor
 
-CODECS = ("fp32", "fp16", "int8", "int4", "int2", "int1", "int1-2c")
+CODECS = ("fp32", "fp16", "fp64", "int8", "int4", "int2", "int1", "int1-2c")
+_FLOAT_BYTES = {"fp64": 8, "fp32": 4, "fp16": 2}
 _BITS = {"int8": 8, "int4": 4, "int2": 2, "int1": 1, "int1-2c": 1}
 META_BYTES_PER_ROW = 4  # two fp16 numbers per row
 
@@ -33,18 +35,21 @@ def check_codec(codec: str) -> None:
 
 
 def bits_of(codec: str) -> int:
-    """Bits per value of ``codec`` (32 for fp32, 16 for fp16)."""
+    """Bits per value of ``codec`` (64, 32, 16 for the float codecs)."""
     check_codec(codec)
-    return {"fp32": 32, "fp16": 16}.get(codec) or _BITS[codec]
+    return 8 * _FLOAT_BYTES[codec] if codec in _FLOAT_BYTES else _BITS[codec]
+
+
+def lossless_codec(dtype: torch.dtype) -> str:
+    """The codec that carries rows of ``dtype`` unchanged: fp64 for float64, else fp32 (float32 and narrower)."""
+    return "fp64" if dtype == torch.float64 else "fp32"
 
 
 def row_bytes(codec: str, num_features: int) -> int:
-    """Bytes of one encoded row of width F: 4F, 2F, or ceil(F b / 8) + 4 for the integer codecs."""
+    """Bytes of one encoded row of width F: 8F, 4F, 2F, or ceil(F b / 8) + 4 for the integer codecs."""
     check_codec(codec)
-    if codec == "fp32":
-        return 4 * num_features
-    if codec == "fp16":
-        return 2 * num_features
+    if codec in _FLOAT_BYTES:
+        return _FLOAT_BYTES[codec] * num_features
     return math.ceil(num_features * _BITS[codec] / 8) + META_BYTES_PER_ROW
 
 
@@ -130,6 +135,8 @@ def encode(x: Tensor, codec: str, generator: torch.Generator | None = None) -> T
     """Encode rows into one flat payload. Shapes: x (N, F) -> (num_bytes(codec, N, F),) uint8."""
     check_codec(codec)
     n, f = x.shape
+    if codec == "fp64":
+        return x.detach().double().contiguous().view(torch.uint8).reshape(-1)
     if codec == "fp32":
         return x.detach().float().contiguous().view(torch.uint8).reshape(-1)
     if codec == "fp16":
@@ -145,7 +152,7 @@ def encode(x: Tensor, codec: str, generator: torch.Generator | None = None) -> T
 
 
 def decode(payload: Tensor, codec: str, num_rows: int, num_features: int) -> Tensor:
-    """Inverse of `encode`. Shapes: (num_bytes(codec, N, F),) uint8 -> (N, F) float32."""
+    """Inverse of `encode`. Shapes: (num_bytes(codec, N, F),) uint8 -> (N, F) float32 (fp64: float64)."""
     check_codec(codec)
     n, f = num_rows, num_features
     expected = num_bytes(codec, n, f)
@@ -154,7 +161,9 @@ def decode(payload: Tensor, codec: str, num_rows: int, num_features: int) -> Ten
                          f"expected {expected} B")
     payload = payload.contiguous()
     if n == 0:
-        return torch.zeros((0, f), dtype=torch.float32, device=payload.device)
+        return torch.zeros((0, f), dtype=torch.float64 if codec == "fp64" else torch.float32, device=payload.device)
+    if codec == "fp64":
+        return payload.view(torch.float64).view(n, f).clone()
     if codec == "fp32":
         return payload.view(torch.float32).view(n, f).clone()
     if codec == "fp16":

@@ -150,7 +150,7 @@ class HaloExchanger:
     def _post_forward(self, x_own: Tensor, direction: str, update: bool) -> tuple[Transfer, bool]:
         send_rows = [x_own.detach()[idx] for idx in self.part.send_index]  # per peer (S_p, F)
         refresh = self.epoch % self.cfg.refresh_every == 0 or self.ref_send is None
-        codec = "fp32" if refresh or not self.cfg.delta else self.cfg.codec
+        codec = codecs.lossless_codec(x_own.dtype) if refresh or not self.cfg.delta else self.cfg.codec
         if self.cfg.delta and not refresh:
             ref = torch.split(self.ref_send, self.part.send_counts)
             send_rows = [s - r for s, r in zip(send_rows, ref, strict=True)]

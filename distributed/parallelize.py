@@ -23,6 +23,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
+from distributed import codecs
 from distributed.halo import ByteCounter, ExchangeConfig, HaloExchanger, Transfer, halo_exchange
 from distributed.partition import Partition
 from distributed.quantized import SHARDED_ATTR, ShardInfo, shard_quantizers
@@ -123,14 +124,14 @@ class DistGNN(nn.Module):
             self.shard.epoch = epoch
 
     def _exchange_input(self, x: Tensor) -> None:
-        """Fetch the fp32 halo rows of the raw input once (bytes counted as "setup")."""
+        """Fetch the full-precision halo rows of the raw input once (bytes counted as "setup")."""
         if x.is_sparse != self.cfg.sparse_input:
             raise ValueError(f"DistGNN: input features are {'sparse' if x.is_sparse else 'dense'} but "
                              f"ParallelConfig.sparse_input is {self.cfg.sparse_input}; pass "
                              f"{'x.to_sparse()' if self.cfg.sparse_input else 'x.to_dense()'}")
         send = [x.detach().index_select(0, idx) for idx in self.part.send_index]
-        send = [s.to_dense() if s.is_sparse else s for s in send]  # fp32 rows on the wire, once
-        t = Transfer(send, self.part.recv_counts, "fp32", None, self.group, async_op=False)
+        send = [s.to_dense() if s.is_sparse else s for s in send]  # full-precision rows on the wire, once
+        t = Transfer(send, self.part.recv_counts, codecs.lossless_codec(x.dtype), None, self.group, async_op=False)
         self.counter.add(-1, 0, "setup", t.num_bytes)
         halo = t.result().to(x.dtype)  # (N_h, F_in)
         self.module.convs[0].input_halo = halo.to_sparse().coalesce() if x.is_sparse else halo

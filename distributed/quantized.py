@@ -34,6 +34,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from distributed import codecs
 from distributed.halo import ByteCounter, Transfer
 from distributed.partition import Partition
 from quant.a2q import A2QQuantizer
@@ -74,9 +75,10 @@ class ShardInfo:
         return self.part.num_owned
 
     def fetch_halo(self, owned_rows: Tensor, layer: int) -> Tensor:
-        """Owners' rows of every halo node (fp32, synchronous). Shapes: (N_o, K) -> (N_h, K)."""
+        """Owners' rows of every halo node (full precision, synchronous). Shapes: (N_o, K) -> (N_h, K)."""
         send = [owned_rows.detach()[idx] for idx in self.part.send_index]
-        t = Transfer(send, self.part.recv_counts, "fp32", None, self.group, async_op=False)
+        t = Transfer(send, self.part.recv_counts, codecs.lossless_codec(owned_rows.dtype), None, self.group,
+                     async_op=False)
         self.counter.add(self.epoch, layer, "qparams", t.num_bytes)
         return t.result().view(-1, owned_rows.size(1))
 

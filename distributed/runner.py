@@ -38,6 +38,7 @@ from gnn.trainer import sparse_input_pays
 
 QUANT_MODES = ("none", "a2q", "degree-aware", "dq-int8", "dq-int4")
 DEVICES = ("cpu", "cuda")
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,6 +73,9 @@ class DistTrainConfig:
     crash_at_epoch: int = -1
     crash_marker: str = ""
     device: str = "cpu"  # "cuda": every rank uses its current CUDA device (torch.cuda.set_device), with NCCL
+    # "float64": parameters, features and every full-precision exchange in float64 (exchange codec fp64), so a run can
+    # be compared with one process beyond float32 summation-order noise; "float32" is the training default
+    dtype: str = "float32"
 
     def __post_init__(self) -> None:
         if self.arch not in ARCHS:
@@ -84,6 +88,14 @@ class DistTrainConfig:
         if self.export_path and (self.quant not in ("a2q", "degree-aware") or self.arch != "gcn"):
             raise ValueError("DistTrainConfig: export_path needs arch 'gcn' and quant 'a2q' or 'degree-aware' "
                              "(the integer golden model of quant.export); drop --export or change them")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"DistTrainConfig: unknown dtype {self.dtype!r}; valid: {', '.join(DTYPES)}")
+        if self.dtype == "float64" and (self.exchange.codec != "fp64" or self.exchange.backward_codec != "fp64"):
+            raise ValueError("DistTrainConfig: dtype 'float64' keeps halo rows in float64; use exchange codec 'fp64' "
+                             f"for both directions (got {self.exchange.codec!r} / {self.exchange.backward_codec!r})")
+        if self.dtype == "float64" and self.export_path:
+            raise ValueError("DistTrainConfig: export_path needs a float32 run (the export checks the trained float32 "
+                             "model); drop --export or use dtype 'float32'")
         if self.device not in DEVICES:
             raise ValueError(f"DistTrainConfig: unknown device {self.device!r}; valid: {', '.join(DEVICES)}")
         if self.device == "cuda" and self.quant != "none":
@@ -189,7 +201,17 @@ def _maybe_crash(cfg: DistTrainConfig, epoch: int, rank: int) -> None:
 
 def train_rank(cfg: DistTrainConfig, log=print) -> dict:
     """Run ``cfg`` on this rank of an initialised process group; every rank returns the same summary dict
-    (plus ``state_dict`` of the model parameters)."""
+    (plus ``state_dict`` of the model parameters). ``cfg.dtype`` is the default dtype while it runs (so the model,
+    its quantizers and every buffer they create take it); the previous default is restored after."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(DTYPES[cfg.dtype])
+    try:
+        return _train_rank(cfg, log)
+    finally:
+        torch.set_default_dtype(previous)
+
+
+def _train_rank(cfg: DistTrainConfig, log) -> dict:
     from gnn.data.loaders import load_dataset
 
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -203,7 +225,7 @@ def train_rank(cfg: DistTrainConfig, log=print) -> dict:
     if g.task != "node":
         raise ValueError(f"dataset {cfg.dataset!r} is a {g.task!r} task; distributed training needs a node task")
     data, split = g.data, g.splits[0]
-    x = data.x.to_dense() if data.x.is_sparse else data.x
+    x = (data.x.to_dense() if data.x.is_sparse else data.x).to(DTYPES[cfg.dtype])
     n = data.num_nodes
     check_layout(world, cfg.num_parts, n)  # on every rank, before the partition barrier
     if cfg.cache_partitions:

@@ -65,6 +65,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--crash-marker", default="", help=argparse.SUPPRESS)
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
                    help="cuda: NCCL, one GPU per rank (LOCAL_RANK); cpu: gloo; auto: cuda when available")
+    p.add_argument("--dtype", default="float32", choices=("float32", "float64"),
+                   help="float64: parameters, features and exchange (pass --exchange fp64) in float64, to compare a "
+                        "run with one process beyond float32 rounding")
     p.add_argument("--timeout-s", type=float, default=300, help="collective timeout: no rank waits forever")
     p.add_argument("--out", default="", help="results JSON (rank 0); default runs/dist_<dataset>_<model>.json")
     return p.parse_args(argv)
@@ -85,7 +88,7 @@ def build_config(args: argparse.Namespace, world_size: int) -> DistTrainConfig:
                            checkpoint_dir=args.checkpoint_dir, resume=args.resume, quant=args.quant,
                            target_bits=args.target_bits, export_path=args.export,
                            metrics_log=args.metrics_log, crash_at_epoch=args.crash_at_epoch,
-                           crash_marker=args.crash_marker, device=resolve_device(args.device))
+                           crash_marker=args.crash_marker, device=resolve_device(args.device), dtype=args.dtype)
 
 
 def resolve_device(flag: str) -> str:

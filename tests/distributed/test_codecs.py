@@ -15,7 +15,7 @@ INT = {"int8": 8, "int4": 4, "int2": 2, "int1": 1}
 @pytest.mark.parametrize("shape", [(7, 13), (1, 1), (0, 5), (33, 256)])
 def test_payload_size_equals_formula(codec, shape):
     n, f = shape
-    formula = {"fp32": 4 * f, "fp16": 2 * f}.get(codec, math.ceil(f * codecs.bits_of(codec) / 8) + 4) * n
+    formula = {"fp64": 8 * f, "fp32": 4 * f, "fp16": 2 * f}.get(codec, math.ceil(f * codecs.bits_of(codec) / 8) + 4) * n
     payload = codecs.encode(torch.randn(n, f), codec)
     assert payload.dtype == torch.uint8 and payload.numel() == formula == codecs.num_bytes(codec, n, f)
     assert codecs.decode(payload, codec, n, f).shape == (n, f)
@@ -36,6 +36,13 @@ def test_fp_codecs():
     assert torch.equal(codecs.decode(codecs.encode(x, "fp32"), "fp32", 6, 9), x)
     y = codecs.decode(codecs.encode(x, "fp16"), "fp16", 6, 9)
     assert torch.allclose(y, x.double().half().double().float(), atol=0)
+    xd = torch.randn(6, 9, dtype=torch.float64)
+    yd = codecs.decode(codecs.encode(xd, "fp64"), "fp64", 6, 9)
+    assert yd.dtype == torch.float64 and torch.equal(yd, xd)  # lossless, unlike fp32
+    assert not torch.equal(codecs.decode(codecs.encode(xd, "fp32"), "fp32", 6, 9).double(), xd)
+    assert codecs.decode(codecs.encode(xd[:0], "fp64"), "fp64", 0, 9).dtype == torch.float64
+    assert [codecs.lossless_codec(d) for d in (torch.float64, torch.float32, torch.float16)] == ["fp64", "fp32",
+                                                                                                 "fp32"]
 
 
 @pytest.mark.parametrize("codec", list(INT))
@@ -102,7 +109,7 @@ def test_two_centroid_is_contractive_and_beats_min_max():
 
 
 def test_unknown_codec_lists_valid_ones():
-    with pytest.raises(ValueError, match="valid codecs: fp32, fp16, int8"):
+    with pytest.raises(ValueError, match="valid codecs: fp32, fp16, fp64, int8"):
         codecs.encode(torch.zeros(1, 1), "int3")
     with pytest.raises(ValueError, match="int1-2c"):
         codecs.num_bytes("bf16", 1, 1)

@@ -44,7 +44,7 @@ def test_unknown_names_list_the_valid_ones(flag, value, valid, capsys):
 def test_config_level_names():
     from distributed.halo import ExchangeConfig
 
-    with pytest.raises(ValueError, match="valid codecs: fp32, fp16, int8, int4, int2, int1, int1-2c"):
+    with pytest.raises(ValueError, match="valid codecs: fp32, fp16, fp64, int8, int4, int2, int1, int1-2c"):
         ExchangeConfig(codec="int3")
     with pytest.raises(ValueError, match="valid: none, a2q"):
         DistTrainConfig(quant="int8")
@@ -52,3 +52,11 @@ def test_config_level_names():
         DistTrainConfig(arch="sage", quant="a2q", export_path="x.qgraph")
     with pytest.raises(ValueError, match="crash_marker"):
         DistTrainConfig(crash_at_epoch=3)
+    with pytest.raises(ValueError, match="unknown dtype 'float16'; valid: float32, float64"):
+        DistTrainConfig(dtype="float16")
+    with pytest.raises(ValueError, match="use exchange codec 'fp64'"):
+        DistTrainConfig(dtype="float64")  # fp32 halo rows would round the float64 run
+    with pytest.raises(ValueError, match="use exchange codec 'fp64'.*'fp64' / 'int1'"):
+        DistTrainConfig(dtype="float64", exchange=ExchangeConfig(codec="fp64", grad_codec="int1"))
+    with pytest.raises(ValueError, match="export_path needs a float32 run"):
+        DistTrainConfig(dtype="float64", exchange=ExchangeConfig(codec="fp64"), quant="a2q", export_path="x.qgraph")
