@@ -5,10 +5,9 @@
 
 Per (dataset, model, method, target) and seed: train the quantized model with its preset and the grid's penalty
 weight (``gnn.trainer.train_one``, validation-selected weights) and evaluate the float32 fake-quant model; convert it
-to integers (``quant.convert.to_quantized_gcn``, ``quant.convert_sage.to_quantized_sage`` or
-``quant.convert_gin.to_quantized_gin``, default fixed-point format) and run the integer path
-(``quant.integer_gnn.gcn_forward_int`` / ``quant.integer_sage.sage_forward_int`` /
-``quant.integer_gin.gin_forward_int``).
+to integers (``quant.convert.to_quantized_gcn``, ``quant.convert_sage.to_quantized_sage``,
+``quant.convert_gin.to_quantized_gin`` or ``quant.convert_gat.to_quantized_gat``, default fixed-point format) and
+run the integer path (``quant.integer_gnn``, ``quant.integer_sage``, ``quant.integer_gin``, ``quant.integer_gat``).
 GIN is trained with its MLP's hidden activation quantized (``quantize_mlp_hidden``, as A2Q's code), which its integer
 path needs; the grid's GIN cells are trained without it.
 Reports both test accuracies (mean +- std over seeds), the per-seed change in points (issue target: within 0.3 pt)
@@ -36,20 +35,22 @@ from gnn.models import build_model  # noqa: E402
 from gnn.presets import model_and_train_config  # noqa: E402
 from gnn.trainer import seed_everything, train_one  # noqa: E402
 from quant.convert import to_quantized_gcn  # noqa: E402
+from quant.convert_gat import to_quantized_gat  # noqa: E402
 from quant.convert_gin import to_quantized_gin  # noqa: E402
 from quant.convert_sage import to_quantized_sage  # noqa: E402
+from quant.integer_gat import gat_forward_int  # noqa: E402
 from quant.integer_gin import gin_forward_int  # noqa: E402
 from quant.integer_gnn import gcn_forward_int  # noqa: E402
 from quant.integer_sage import sage_forward_int  # noqa: E402
 
 NAME = "integer_accuracy"
 INTEGER_PATHS = {"gcn": (to_quantized_gcn, gcn_forward_int), "sage": (to_quantized_sage, sage_forward_int),
-                 "gin": (to_quantized_gin, gin_forward_int)}
+                 "gin": (to_quantized_gin, gin_forward_int), "gat": (to_quantized_gat, gat_forward_int)}
 TARGET_GAP_PT = 0.3
 
 
 def integer_logits(model, data) -> np.ndarray:
-    """Logits (N, C) float64 of the integer golden model of a trained quantized GCN / GraphSAGE / GIN."""
+    """Logits (N, C) float64 of the integer golden model of a trained quantized GCN / GraphSAGE / GIN / GAT."""
     if model.cfg.arch not in INTEGER_PATHS:
         raise ValueError(f"no integer path for arch {model.cfg.arch!r}; valid: {', '.join(INTEGER_PATHS)}")
     convert, forward = INTEGER_PATHS[model.cfg.arch]

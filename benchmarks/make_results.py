@@ -264,7 +264,8 @@ def render_integer_accuracy(res: dict) -> list[str]:
              f"File: `benchmarks/results/integer_accuracy.json`; commands in the last column. Per seed the trained "
              f"(validation-selected) quantized model is evaluated in float32 fake-quant and through its integer golden "
              f"model (GCN: `quant.integer_gnn`, GraphSAGE: `quant.integer_sage`, GIN: `quant.integer_gin`, trained "
-             f"with its MLP's hidden activation quantized; frac_bits 14, 32-bit partial sums); "
+             f"with its MLP's hidden activation quantized, GAT: `quant.integer_gat`; frac_bits 14, 32-bit partial "
+             f"sums); "
              f"delta = integer - fake-quant, mean +- std over seeds (target: within "
              f"{res.get('target_gap_pt', 0.3)} pt).", "",
              "| dataset | model | method | target bits | seeds | avg bits | fake-quant | integer | delta (pt) | "

@@ -65,7 +65,8 @@ def check_convertible(model: nn.Module, arch: str, fn: str) -> None:
     qcfg = getattr(model, "_quant_cfg", None)
     if cfg is None or getattr(cfg, "arch", None) != arch:
         raise ValueError(f"{fn}: this converter takes arch={arch!r} (GCN: quant.convert.to_quantized_gcn, "
-                         f"GraphSAGE: quant.convert_sage.to_quantized_sage, GIN: quant.convert_gin.to_quantized_gin); "
+                         f"GraphSAGE: quant.convert_sage.to_quantized_sage, GIN: quant.convert_gin.to_quantized_gin, "
+                         f"GAT: quant.convert_gat.to_quantized_gat); "
                          f"got arch="
                          f"{getattr(cfg, 'arch', None)!r}")
     if cfg.pool != "none" or cfg.norm != "none" or cfg.residual:

@@ -418,6 +418,10 @@ def export_model(model: torch.nn.Module, graph, out: Path | str, *, provenance: 
         fake = model(data.x, data.edge_index).detach().double().cpu().numpy()  # the model as trained (float32)
     x = data.x.to_dense() if data.x.is_sparse else data.x  # the converters take dense features
     cfg = model.cfg
+    if cfg.arch == "gat":
+        raise ExportError("export: a GAT has an integer golden model (quant.convert_gat.to_quantized_gat, "
+                          "quant.integer_gat.gat_forward_int) but no .qgraph layout yet; export a GCN, GraphSAGE or "
+                          "GIN run")
     if cfg.arch in OTHER_INTEGER_EXPORTS:
         module, convert, golden = OTHER_INTEGER_EXPORTS[cfg.arch]
         conv = convert(model, x, data.edge_index, frac_bits=frac_bits, psum_bits=psum_bits)

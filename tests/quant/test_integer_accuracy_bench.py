@@ -34,7 +34,9 @@ def test_summary_and_table():
 def test_integer_logits_refuse_a_model_without_an_integer_path():
     from gnn.models import ModelConfig, build_model
 
-    gat = build_model(ModelConfig(arch="gat", in_dim=4, out_dim=2))
+    other = build_model(ModelConfig(arch="gcn", in_dim=4, out_dim=2))
+    other.cfg = type("Cfg", (), {"arch": "transformer"})()  # an architecture without an integer path
     data = type("D", (), {"x": torch.zeros(3, 4), "edge_index": torch.zeros(2, 0, dtype=torch.long)})()
-    with pytest.raises(ValueError, match="no integer path for arch 'gat'"):
-        integer_accuracy.integer_logits(gat, data)
+    with pytest.raises(ValueError, match="no integer path for arch 'transformer'"):
+        integer_accuracy.integer_logits(other, data)
+    assert set(integer_accuracy.INTEGER_PATHS) == {"gcn", "sage", "gin", "gat"}
