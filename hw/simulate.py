@@ -58,8 +58,8 @@ def main(argv: list[str] | None = None) -> dict:
         from quant.export import load
 
         q = load(args.workload)
-        if q.arch in ("sage", "gin"):
-            name, mod = {"sage": ("GraphSAGE", "sage"), "gin": ("GIN", "gin")}[q.arch]
+        if q.arch in ("sage", "gin", "gat"):
+            name, mod = {"sage": ("GraphSAGE", "sage"), "gin": ("GIN", "gin"), "gat": ("GAT", "gat")}[q.arch]
             sys.exit(f"error: {args.workload} is a {name} export; the accelerator model simulates GCN layers "
                      f"(MEGA's dataflow). Its integer golden model runs with quant.export_{mod}.integer_model and "
                      f"quant.integer_{mod}.{mod}_forward_int; export a GCN run to simulate it")

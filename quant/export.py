@@ -1,7 +1,8 @@
 """Accelerator export of a trained quantized GCN: ``python -m quant.export --run <run_dir> --out cora_gcn.qgraph``.
 
-(Quantized GraphSAGE and GIN models export their integer golden models in the same format, :mod:`quant.export_sage`
-and :mod:`quant.export_gin`; quantized graph transformers export their tensors, :mod:`quant.export_transformer`.)
+(Quantized GraphSAGE, GIN and GAT models export their integer golden models in the same format,
+:mod:`quant.export_sage`, :mod:`quant.export_gin`, :mod:`quant.export_gat`; quantized graph transformers export their
+tensors, :mod:`quant.export_transformer`.)
 
 Format: a directory ``<name>.qgraph/`` holding ``manifest.json`` and one ``.npy`` file per array. The manifest has
 ``format`` ("qgraph"), ``schema_version``, ``model``, ``dataset``, ``provenance`` (git commit, command, UTC time,
@@ -40,8 +41,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from quant import adaptive_package, export_gin, export_sage, packing
+from quant import adaptive_package, export_gat, export_gin, export_sage, packing
 from quant.convert import ConvertedGCN, load_trained, to_quantized_gcn
+from quant.convert_gat import to_quantized_gat
 from quant.convert_gin import to_quantized_gin
 from quant.convert_sage import to_quantized_sage
 from quant.integer_gnn import QuantizedGCN, QuantizedGCNLayer, gcn_graph, gcn_layer_trace, layer_constants
@@ -59,7 +61,9 @@ class ExportError(ValueError):
 
 # arch -> (module with model_arrays / layers_meta / integer_model / verify / required_arrays, converter, golden model)
 OTHER_INTEGER_EXPORTS = {export_sage.ARCH: (export_sage, to_quantized_sage, "quant.integer_sage"),
-                         export_gin.ARCH: (export_gin, to_quantized_gin, "quant.integer_gin")}
+                         export_gin.ARCH: (export_gin, to_quantized_gin, "quant.integer_gin"),
+                         export_gat.ARCH: (export_gat, to_quantized_gat, "quant.integer_gat")}
+ARCH_NAMES = {"gcn": "GCN", "sage": "GraphSAGE", "gin": "GIN", "gat": "GAT"}
 
 
 # ---------------------------------------------------------------------------------------- arrays of a model
@@ -264,8 +268,7 @@ class QGraph:
                               "hw.tensor_traffic")
         if self.arch in OTHER_INTEGER_EXPORTS:
             module = OTHER_INTEGER_EXPORTS[self.arch][0].__name__
-            name = {"sage": "GraphSAGE", "gin": "GIN"}[self.arch]
-            raise ExportError(f"{self.path}: a {name} export, not a GCN; its integer model is "
+            raise ExportError(f"{self.path}: a {ARCH_NAMES[self.arch]} export, not a GCN; its integer model is "
                               f"{module}.integer_model(q) (the accelerator model simulates GCN layers)")
         ip, layers = self.manifest["integer_path"], []
         num = len(self.manifest["layers"])
@@ -406,8 +409,9 @@ def _histogram(bits: np.ndarray) -> dict[str, int]:
 
 def export_model(model: torch.nn.Module, graph, out: Path | str, *, provenance: dict | None = None,
                  frac_bits: int = 14, psum_bits: int = 32, overwrite: bool = False) -> Path:
-    """Export a quantized GCN (:mod:`quant.convert`), GraphSAGE (:mod:`quant.convert_sage`) or GIN
-    (:mod:`quant.convert_gin`) on ``graph`` (a node-task ``GraphData``) to ``out``."""
+    """Export a quantized GCN (:mod:`quant.convert`), GraphSAGE (:mod:`quant.convert_sage`), GIN
+    (:mod:`quant.convert_gin`) or GAT (:mod:`quant.convert_gat`) on ``graph`` (a node-task ``GraphData``) to
+    ``out``."""
     from quant.api import quant_summary
 
     data = graph.data
@@ -418,10 +422,6 @@ def export_model(model: torch.nn.Module, graph, out: Path | str, *, provenance: 
         fake = model(data.x, data.edge_index).detach().double().cpu().numpy()  # the model as trained (float32)
     x = data.x.to_dense() if data.x.is_sparse else data.x  # the converters take dense features
     cfg = model.cfg
-    if cfg.arch == "gat":
-        raise ExportError("export: a GAT has an integer golden model (quant.convert_gat.to_quantized_gat, "
-                          "quant.integer_gat.gat_forward_int) but no .qgraph layout yet; export a GCN, GraphSAGE or "
-                          "GIN run")
     if cfg.arch in OTHER_INTEGER_EXPORTS:
         module, convert, golden = OTHER_INTEGER_EXPORTS[cfg.arch]
         conv = convert(model, x, data.edge_index, frac_bits=frac_bits, psum_bits=psum_bits)
@@ -504,7 +504,7 @@ def main(argv: list[str] | None = None) -> Path:
     p = argparse.ArgumentParser(prog="python -m quant.export", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--run", type=Path, required=True,
-                   help="run directory of `python -m gnn.train --model gcn|sage|gin --quant a2q|degree-aware ...` "
+                   help="run directory of `python -m gnn.train --model gcn|sage|gin|gat --quant a2q|degree-aware ...` "
                         "(gin: trained with --quantize-mlp-hidden)")
     p.add_argument("--out", type=Path, required=True, help="output directory, e.g. cora_gcn.qgraph")
     p.add_argument("--seed-dir", help="which seed<S>_fold<K> sub-directory (default: the first)")

@@ -50,8 +50,8 @@ def step_quantize(ctx: dict) -> None:
 def step_export(ctx: dict) -> None:
     from quant.export import describe, export_run, load
 
-    if ctx["model"] not in ("gcn", "sage", "gin"):
-        print(f"   skipped: the .qgraph export covers GCN, GraphSAGE and GIN (model={ctx['model']!r})")
+    if ctx["model"] not in ("gcn", "sage", "gin", "gat"):
+        print(f"   skipped: the .qgraph export covers GCN, GraphSAGE, GIN and GAT (model={ctx['model']!r})")
         return
     run_dir = ctx.get("quant_run_dir") or Path(ctx["run_dir"]) / "a2q"
     if not (Path(run_dir) / "config.json").is_file():

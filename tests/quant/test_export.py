@@ -172,7 +172,7 @@ def test_cora_integer_accuracy_within_0p3_points_of_fake_quant(tmp_path):
 def test_pipeline_step_export_skips_other_models_and_needs_the_quantize_step(tmp_path, capsys):
     from quant.pipeline_steps import step_export
 
-    ctx = {"dataset": "cora", "model": "gat", "run_dir": tmp_path, "data_root": None}
+    ctx = {"dataset": "cora", "model": "mlp", "run_dir": tmp_path, "data_root": None}
     step_export(ctx)
     assert "skipped" in capsys.readouterr().out and "export_path" not in ctx
     with pytest.raises(FileNotFoundError, match="quantize"):
