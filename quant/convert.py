@@ -96,6 +96,18 @@ def per_node(q: A2QQuantizer, in_deg: torch.Tensor, who: str) -> tuple[np.ndarra
     return steps.double().cpu().numpy(), bits.long().cpu().numpy()
 
 
+def learned_per_node(q: nn.Module, in_deg: torch.Tensor, who: str, tables: dict, key) -> tuple[np.ndarray, np.ndarray]:
+    """Per-node (steps, signed bits) of a node / degree-scheme A2Q quantizer that the integer path requires
+    (``who`` names it in errors, e.g. "to_quantized_sage: convs[0].q_aggregate"); a degree table is recorded in
+    ``tables[key]``."""
+    if not isinstance(q, A2QQuantizer):
+        raise ValueError(f"{who} is not quantized ({type(q).__name__}); the integer path needs an A2Q or "
+                         "degree-aware quantizer there")
+    if q.scheme == "degree":
+        tables[key] = degree_table(q)
+    return per_node(q, in_deg, who)
+
+
 def degree_table(q: A2QQuantizer) -> dict:
     """The learned table of a degree-aware quantizer (see `ConvertedGCN`)."""
     ranges = bucket_degree_ranges(q.num_buckets, q.bucket_scheme)

@@ -23,7 +23,7 @@ from torch import nn
 from gnn.conv import QuantPoint
 from gnn.ops import in_degree
 from quant.a2q import A2QQuantizer
-from quant.convert import check_convertible, degree_table, input_codes, per_node, weight_codes
+from quant.convert import check_convertible, input_codes, learned_per_node, weight_codes
 from quant.integer_gat import QuantizedGAT, QuantizedGATLayer
 from quant.integer_gnn import fake_quant
 from quant.quantizers import STEP_EPS, a2q_quantize
@@ -42,16 +42,6 @@ class ConvertedGAT:
     input_exact: bool
     x_schemes: tuple[str, ...]
     degree_tables: dict[tuple[int, str], dict]
-
-
-def _node_quantizer(q: nn.Module, in_deg: torch.Tensor, who: str, tables: dict, key: tuple[int, str]
-                    ) -> tuple[np.ndarray, np.ndarray]:
-    if not isinstance(q, A2QQuantizer):
-        raise ValueError(f"{FN}: {who} is not quantized ({type(q).__name__}); the integer path needs an A2Q or "
-                         "degree-aware quantizer there")
-    if q.scheme == "degree":
-        tables[key] = degree_table(q)
-    return per_node(q, in_deg, f"{FN}: {who}")
 
 
 def _head_quantizer(q: nn.Module, who: str) -> tuple[np.ndarray, int]:
@@ -90,17 +80,18 @@ def to_quantized_gat(model: nn.Module, x: torch.Tensor, edge_index: torch.Tensor
             x_codes, x_steps, x_bits, exact = input_codes(x_np)
             schemes.append("input")
         else:
-            x_steps, x_bits = _node_quantizer(conv.q_input, in_deg, f"convs[{li}].q_input", tables, (li, "input"))
+            x_steps, x_bits = learned_per_node(conv.q_input, in_deg, f"{FN}: convs[{li}].q_input", tables,
+                                               (li, "input"))
             schemes.append(conv.q_input.scheme)
             if li == 0:
                 x_codes = fake_quant(x_np, x_steps[:, None], x_bits[:, None]).astype(np.int8)
         w_codes, w_steps, w_bits = weight_codes(conv.lin, f"{FN}: convs[{li}].lin")
-        xw_steps, xw_bits = _node_quantizer(conv.q_xw, in_deg, f"convs[{li}].q_xw", tables, (li, "xw"))
+        xw_steps, xw_bits = learned_per_node(conv.q_xw, in_deg, f"{FN}: convs[{li}].q_xw", tables, (li, "xw"))
         att_src, att_dst, att_steps, att_bits = _attention_codes(conv, li)
         score_steps, score_bits = _head_quantizer(conv.q_score, f"convs[{li}].q_score")
         out_steps = out_bits = None
         if li + 1 < len(convs):
-            out_steps, out_bits = _node_quantizer(convs[li + 1].q_input, in_deg, f"convs[{li + 1}].q_input", {},
+            out_steps, out_bits = learned_per_node(convs[li + 1].q_input, in_deg, f"{FN}: convs[{li + 1}].q_input", {},
                                                   (0, ""))
         layers.append(QuantizedGATLayer(
             x_steps=x_steps, x_bits=x_bits, w_codes=w_codes, w_steps=w_steps, w_bits=w_bits, xw_steps=xw_steps,

@@ -29,7 +29,7 @@ from gnn.conv import QuantPoint
 from gnn.conv.linear import Linear
 from gnn.ops import in_degree
 from quant.a2q import A2QQuantizer
-from quant.convert import check_convertible, degree_table, input_codes, per_node, weight_codes
+from quant.convert import check_convertible, input_codes, learned_per_node, weight_codes
 from quant.integer_gin import QuantizedGIN, QuantizedGINLayer, as_2d
 from quant.integer_gnn import fake_quant
 from quant.quantizers import STEP_EPS
@@ -56,15 +56,10 @@ class ConvertedGIN:
 def _features(q: nn.Module, in_deg: torch.Tensor, who: str, tables: dict, key: tuple[int, str]
               ) -> tuple[np.ndarray, np.ndarray, str]:
     """(steps, signed bits, "node" | "channel") of a quantized feature tensor; per node for node/degree schemes."""
-    if not isinstance(q, A2QQuantizer):
-        raise ValueError(f"{FN}: {who} is not quantized ({type(q).__name__}); the integer path needs an A2Q or "
-                         "degree-aware quantizer there")
-    if q.scheme == "channel":
+    if isinstance(q, A2QQuantizer) and q.scheme == "channel":
         return (q.step.detach().abs().clamp_min(STEP_EPS).view(-1).double().cpu().numpy(),
                 q.rounded_bits().view(-1).long().cpu().numpy(), "channel")
-    if q.scheme == "degree":
-        tables[key] = degree_table(q)
-    steps, bits = per_node(q, in_deg, f"{FN}: {who}")
+    steps, bits = learned_per_node(q, in_deg, f"{FN}: {who}", tables, key)
     return steps, bits, "node"
 
 

@@ -23,7 +23,7 @@ from torch import nn
 
 from gnn.ops import in_degree
 from quant.a2q import A2QQuantizer
-from quant.convert import check_convertible, degree_table, input_codes, per_node, weight_codes
+from quant.convert import check_convertible, input_codes, learned_per_node, weight_codes
 from quant.integer_gnn import fake_quant
 from quant.integer_sage import QuantizedSAGE, QuantizedSAGELayer
 
@@ -45,16 +45,6 @@ class ConvertedSAGE:
     degree_tables: dict[tuple[int, str], dict]
 
 
-def _quantizer(q: nn.Module, in_deg: torch.Tensor, who: str, tables: dict, key: tuple[int, str]
-               ) -> tuple[np.ndarray, np.ndarray]:
-    if not isinstance(q, A2QQuantizer):
-        raise ValueError(f"{FN}: {who} is not quantized ({type(q).__name__}); the integer path needs an A2Q or "
-                         "degree-aware quantizer there")
-    if q.scheme == "degree":
-        tables[key] = degree_table(q)
-    return per_node(q, in_deg, f"{FN}: {who}")
-
-
 def to_quantized_sage(model: nn.Module, x: torch.Tensor, edge_index: torch.Tensor, frac_bits: int = 14,
                       psum_bits: int = 32) -> ConvertedSAGE:
     """Integer golden model of a trained quantized GraphSAGE on ``(x (N, F_in), edge_index (2, E))``.
@@ -72,11 +62,12 @@ def to_quantized_sage(model: nn.Module, x: torch.Tensor, edge_index: torch.Tenso
             x_codes, x_steps, x_bits, exact = input_codes(x_np)
             schemes.append("input")
         else:
-            x_steps, x_bits = _quantizer(conv.q_input, in_deg, f"convs[{li}].q_input", tables, (li, "input"))
+            x_steps, x_bits = learned_per_node(conv.q_input, in_deg, f"{FN}: convs[{li}].q_input", tables,
+                                               (li, "input"))
             schemes.append(conv.q_input.scheme)
             if li == 0:
                 x_codes = fake_quant(x_np, x_steps[:, None], x_bits[:, None]).astype(np.int8)
-        agg_steps, agg_bits = _quantizer(conv.q_aggregate, in_deg, f"convs[{li}].q_aggregate", tables,
+        agg_steps, agg_bits = learned_per_node(conv.q_aggregate, in_deg, f"{FN}: convs[{li}].q_aggregate", tables,
                                          (li, "aggregate"))
         wn_codes, wn_steps, wn_bits = weight_codes(conv.lin_neigh, f"{FN}: convs[{li}].lin_neigh")
         wr_codes, wr_steps, wr_bits = weight_codes(conv.lin_root, f"{FN}: convs[{li}].lin_root")
@@ -85,7 +76,8 @@ def to_quantized_sage(model: nn.Module, x: torch.Tensor, edge_index: torch.Tenso
                              "integer layer has one weight bitwidth")
         out_steps = out_bits = None
         if li + 1 < len(convs):
-            out_steps, out_bits = _quantizer(convs[li + 1].q_input, in_deg, f"convs[{li + 1}].q_input", {}, (0, ""))
+            out_steps, out_bits = learned_per_node(convs[li + 1].q_input, in_deg, f"{FN}: convs[{li + 1}].q_input",
+                                                   {}, (0, ""))
         bias = conv.lin_neigh.bias
         layers.append(QuantizedSAGELayer(
             x_steps=x_steps, x_bits=x_bits, agg_steps=agg_steps, agg_bits=agg_bits, wn_codes=wn_codes,

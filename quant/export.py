@@ -260,6 +260,22 @@ class QGraph:
             num_features=num_features)
         return packed, ap
 
+    def packed_checks(self, prefix: str, codes: np.ndarray, name: str = "x"
+                      ) -> list[tuple[str, np.ndarray, np.ndarray]]:
+        """``(array name, codes, decoded)`` for both packed layouts of one exported feature tensor (for
+        :meth:`check_recomputed`)."""
+        packed, ap = self.feature_streams(prefix, *codes.shape, name=name)
+        return [(f"{name}_packed.payload", codes, packing.unpack_rows(packed)),
+                (f"{name}_ap.words", codes, adaptive_package.decode(ap))]
+
+    def check_recomputed(self, prefix: str, checks: list[tuple[str, np.ndarray, np.ndarray]]) -> None:
+        """Raise ExportError naming the first ``prefix + name`` whose exported (or decoded) integers differ from the
+        ones recomputed from the exported parameters."""
+        for name, want, got in checks:
+            if not np.array_equal(np.asarray(want, dtype=np.int64), np.asarray(got, dtype=np.int64)):
+                raise ExportError(f"{self.path}: array '{prefix}{name}' disagrees with the integer path recomputed "
+                                  "from the exported parameters")
+
     def to_quantized_gcn(self) -> QuantizedGCN:
         """The integer model the arrays describe (:class:`quant.integer_gnn.QuantizedGCN`)."""
         if self.is_graph_transformer:
@@ -302,17 +318,12 @@ class QGraph:
         h = model.x_codes
         for li, lay in enumerate(model.layers):
             p = f"layer{li}."
-            packed, ap = self.feature_streams(p, *h.shape)
             t = gcn_layer_trace(lay, h, graph)
             k = layer_constants(lay, graph)
-            checks = [("x_codes", h, self[p + "x_codes"]), ("x_packed.payload", h, packing.unpack_rows(packed)),
-                      ("x_ap.words", h, adaptive_package.decode(ap)), ("xw_mult", k.xw_mult, self[p + "xw_mult"]),
-                      ("coef", k.coef, self[p + "coef"]), ("xw_codes", t["xw"], self[p + "xw_codes"]),
-                      ("psum", t["psum"], self[p + "psum"]), ("out", t["out"], self[p + "out"])]
-            for name, want, got in checks:
-                if not np.array_equal(np.asarray(want, dtype=np.int64), np.asarray(got, dtype=np.int64)):
-                    raise ExportError(f"{self.path}: array '{p}{name}' disagrees with the integer path "
-                                      "recomputed from the exported parameters")
+            self.check_recomputed(p, [("x_codes", h, self[p + "x_codes"]), *self.packed_checks(p, h),
+                                      ("xw_mult", k.xw_mult, self[p + "xw_mult"]), ("coef", k.coef, self[p + "coef"]),
+                                      ("xw_codes", t["xw"], self[p + "xw_codes"]),
+                                      ("psum", t["psum"], self[p + "psum"]), ("out", t["out"], self[p + "out"])])
             h = t["out"]
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from quant import adaptive_package, packing
+from quant import packing
 from quant.convert_gat import ConvertedGAT
 from quant.integer_gat import QuantizedGAT, QuantizedGATLayer, gat_constants, gat_graph, gat_layer_trace
 from quant.storage import measure_adaptive_package, measure_storage
@@ -125,8 +125,6 @@ def integer_model(q) -> QuantizedGAT:
 def verify(q) -> None:
     """Recompute the integer path from the exported parameters and decode every packed layout; raise
     ``ExportError`` naming the first array that disagrees."""
-    from quant.export import ExportError
-
     model = integer_model(q)
     graph = gat_graph(q["graph.edge_index"], model.x_codes.shape[0])
     h = model.x_codes
@@ -134,22 +132,16 @@ def verify(q) -> None:
         p = f"layer{li}."
         k = gat_constants(lay)
         t = gat_layer_trace(lay, h, graph, constants=k)
-        checks = [("x_codes", h, q[p + "x_codes"]), ("xw_codes", t["xw"], q[p + "xw_codes"])]
-        for name, codes in (("x", h), ("xw", t["xw"])):
-            packed, ap = q.feature_streams(p, *codes.shape, name=name)
-            checks += [(f"{name}_packed.payload", codes, packing.unpack_rows(packed)),
-                       (f"{name}_ap.words", codes, adaptive_package.decode(ap))]
-        checks += [("xw_mult", k.xw_mult, q[p + "xw_mult"]), ("logit_mult", k.logit_mult, q[p + "logit_mult"]),
-                   ("exp_table", k.exp_table, q[p + "exp_table"]), ("ratio", k.ratio, q[p + "ratio"]),
-                   ("score", t["score"], q[p + "score"]), ("numer", t["numer"], q[p + "numer"]),
-                   ("coef", t["coef"], q[p + "coef"]), ("psum", t["psum"], q[p + "psum"]),
-                   ("acc", t["acc"], q[p + "acc"]), ("out", t["out"], q[p + "out"])]
+        checks = [("x_codes", h, q[p + "x_codes"]), ("xw_codes", t["xw"], q[p + "xw_codes"]),
+                  *q.packed_checks(p, h), *q.packed_checks(p, t["xw"], "xw"),
+                  ("xw_mult", k.xw_mult, q[p + "xw_mult"]), ("logit_mult", k.logit_mult, q[p + "logit_mult"]),
+                  ("exp_table", k.exp_table, q[p + "exp_table"]), ("ratio", k.ratio, q[p + "ratio"]),
+                  ("score", t["score"], q[p + "score"]), ("numer", t["numer"], q[p + "numer"]),
+                  ("coef", t["coef"], q[p + "coef"]), ("psum", t["psum"], q[p + "psum"]),
+                  ("acc", t["acc"], q[p + "acc"]), ("out", t["out"], q[p + "out"])]
         if lay.out_steps is not None:
             checks.append(("elu_thresholds", k.elu_thresholds, q[p + "elu_thresholds"]))
-        for name, want, got in checks:
-            if not np.array_equal(np.asarray(want, dtype=np.int64), np.asarray(got, dtype=np.int64)):
-                raise ExportError(f"{q.path}: array '{p}{name}' disagrees with the integer path recomputed from "
-                                  "the exported parameters")
+        q.check_recomputed(p, checks)
         h = t["out"]
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from quant import adaptive_package, packing
+from quant import packing
 from quant.convert_gin import ConvertedGIN
 from quant.integer_gin import QuantizedGIN, QuantizedGINLayer, gin_constants, gin_graph, gin_layer_trace
 from quant.storage import measure_adaptive_package, measure_storage
@@ -158,8 +158,6 @@ def integer_model(q) -> QuantizedGIN:
 def verify(q) -> None:
     """Recompute the integer path from the exported parameters and decode every packed layout; raise
     ``ExportError`` naming the first array that disagrees."""
-    from quant.export import ExportError
-
     model = integer_model(q)
     graph = gin_graph(q["graph.edge_index"], model.x_codes.shape[0])
     h = model.x_codes
@@ -169,25 +167,17 @@ def verify(q) -> None:
         t = gin_layer_trace(lay, h, graph, constants=k)
         checks = [("x_codes", h, q[p + "x_codes"])]
         if lay.x_scheme == "node":
-            packed, ap = q.feature_streams(p, *h.shape)
-            checks += [("x_packed.payload", h, packing.unpack_rows(packed)),
-                       ("x_ap.words", h, adaptive_package.decode(ap))]
+            checks += q.packed_checks(p, h)
         else:
             flat = packing.unpack_codes(q[p + "x_packed_flat"], _uniform_width(lay.x_bits, p + "x_bits"), h.size)
             checks.append(("x_packed_flat", h, flat.reshape(h.shape)))
         for name, codes in (("agg", t["agg"]), ("hid", t["hidden"])):
-            packed, ap = q.feature_streams(p, *codes.shape, name=name)
-            checks += [(f"{name}_codes", codes, q[p + f"{name}_codes"]),
-                       (f"{name}_packed.payload", codes, packing.unpack_rows(packed)),
-                       (f"{name}_ap.words", codes, adaptive_package.decode(ap))]
+            checks += [(f"{name}_codes", codes, q[p + f"{name}_codes"]), *q.packed_checks(p, codes, name)]
         checks += [("coef", k.coef, q[p + "coef"]), ("agg_mult", k.agg_mult, q[p + "agg_mult"]),
                    ("w1_signed", k.w1_signed, q[p + "w1_signed"]), ("mid_mult", k.mid_mult, q[p + "mid_mult"]),
                    ("lin2_mult", k.lin2_mult, q[p + "lin2_mult"]), ("psum", t["psum"], q[p + "psum"]),
                    ("mid", t["mid"], q[p + "mid"]), ("acc", t["acc"], q[p + "acc"]), ("out", t["out"], q[p + "out"])]
-        for name, want, got in checks:
-            if not np.array_equal(np.asarray(want, dtype=np.int64), np.asarray(got, dtype=np.int64)):
-                raise ExportError(f"{q.path}: array '{p}{name}' disagrees with the integer path recomputed from "
-                                  "the exported parameters")
+        q.check_recomputed(p, checks)
         h = t["out"]
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from quant import adaptive_package, packing
+from quant import packing
 from quant.convert_sage import ConvertedSAGE
 from quant.integer_sage import QuantizedSAGE, QuantizedSAGELayer, sage_constants, sage_graph, sage_layer_trace
 from quant.storage import measure_adaptive_package, measure_storage
@@ -111,27 +111,20 @@ def integer_model(q) -> QuantizedSAGE:
 
 def verify(q) -> None:
     """Recompute the integer path from the exported parameters and decode both packed layouts; raise
-    ``ExportError`` naming the first array that disagrees."""
-    from quant.export import ExportError
-
+    ``quant.export.ExportError`` naming the first array that disagrees."""
     model = integer_model(q)
     graph = sage_graph(q["graph.edge_index"], model.x_codes.shape[0])
     h = model.x_codes
     for li, lay in enumerate(model.layers):
         p = f"layer{li}."
-        packed, ap = q.feature_streams(p, *h.shape)
         k = sage_constants(lay, graph)
         t = sage_layer_trace(lay, h, graph, constants=k)
-        checks = [("x_codes", h, q[p + "x_codes"]), ("x_packed.payload", h, packing.unpack_rows(packed)),
-                  ("x_ap.words", h, adaptive_package.decode(ap)), ("coef", k.coef, q[p + "coef"]),
+        checks = [("x_codes", h, q[p + "x_codes"]), *q.packed_checks(p, h), ("coef", k.coef, q[p + "coef"]),
                   ("agg_mult", k.agg_mult, q[p + "agg_mult"]), ("neigh_mult", k.neigh_mult, q[p + "neigh_mult"]),
                   ("root_mult", k.root_mult, q[p + "root_mult"]), ("psum", t["psum"], q[p + "psum"]),
                   ("agg_codes", t["agg"], q[p + "agg_codes"]), ("acc", t["acc"], q[p + "acc"]),
                   ("out", t["out"], q[p + "out"])]
-        for name, want, got in checks:
-            if not np.array_equal(np.asarray(want, dtype=np.int64), np.asarray(got, dtype=np.int64)):
-                raise ExportError(f"{q.path}: array '{p}{name}' disagrees with the integer path recomputed from "
-                                  "the exported parameters")
+        q.check_recomputed(p, checks)
         h = t["out"]
 
 
