@@ -224,8 +224,7 @@ class GINConstants:
 def gin_constants(layer: QuantizedGINLayer, graph: tuple) -> GINConstants:
     """Edge coefficients, requantization multipliers/shifts and integer biases of ``layer`` on ``graph``."""
     coef = edge_coefficients(layer.coef_weights(graph), layer.frac_bits)  # (E',)
-    agg_mult, agg_shift = quantize_multiplier(np.broadcast_to(
-        layer.sum_unit() / layer.agg_steps[:, None], (layer.agg_steps.shape[0], layer.sum_unit().shape[1])))
+    agg_mult, agg_shift = quantize_multiplier(layer.sum_unit() / layer.agg_steps[:, None])  # (N, 1) or (N, F_in)
     v = layer.hidden_unit()  # (N, 1)
     mid_mult, mid_shift = quantize_multiplier(
         layer.agg_steps[:, None] * (layer.w1_steps * np.abs(layer.bn_scale))[None, :] / v)
