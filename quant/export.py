@@ -419,10 +419,10 @@ def _histogram(bits: np.ndarray) -> dict[str, int]:
 
 
 def export_model(model: torch.nn.Module, graph, out: Path | str, *, provenance: dict | None = None,
-                 frac_bits: int = 14, psum_bits: int = 32, overwrite: bool = False) -> Path:
+                 frac_bits: int | None = None, psum_bits: int = 32, overwrite: bool = False) -> Path:
     """Export a quantized GCN (:mod:`quant.convert`), GraphSAGE (:mod:`quant.convert_sage`), GIN
     (:mod:`quant.convert_gin`) or GAT (:mod:`quant.convert_gat`) on ``graph`` (a node-task ``GraphData``) to
-    ``out``."""
+    ``out``. ``frac_bits`` None: the converter's default (14; GAT 20, ``quant/FIXED_POINT.md``)."""
     from quant.api import quant_summary
 
     data = graph.data
@@ -435,11 +435,13 @@ def export_model(model: torch.nn.Module, graph, out: Path | str, *, provenance: 
     cfg = model.cfg
     if cfg.arch in OTHER_INTEGER_EXPORTS:
         module, convert, golden = OTHER_INTEGER_EXPORTS[cfg.arch]
-        conv = convert(model, x, data.edge_index, frac_bits=frac_bits, psum_bits=psum_bits)
+        conv = convert(model, x, data.edge_index, psum_bits=psum_bits,
+                       **({} if frac_bits is None else {"frac_bits": frac_bits}))
         arrays, per_layer = module.model_arrays(conv, labels, test)
         storage, layers = _summarise_storage(per_layer), module.layers_meta(conv)
     else:
-        conv = to_quantized_gcn(model, x, data.edge_index, frac_bits=frac_bits, psum_bits=psum_bits)
+        conv = to_quantized_gcn(model, x, data.edge_index, psum_bits=psum_bits,
+                                **({} if frac_bits is None else {"frac_bits": frac_bits}))
         arrays, storage = model_arrays(conv, labels, test)
         layers, golden = _gcn_layers_meta(conv), "quant.integer_gnn"
     logits = arrays["logits"]
@@ -456,7 +458,8 @@ def export_model(model: torch.nn.Module, graph, out: Path | str, *, provenance: 
         "provenance": {"git_commit": commit, "git_dirty": dirty, "command": _command(),
                        "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                        "torch": torch.__version__, **(provenance or {})},
-        "integer_path": {"golden_model": golden, "acc_bits": 32, "psum_bits": psum_bits, "frac_bits": frac_bits,
+        "integer_path": {"golden_model": golden, "acc_bits": 32, "psum_bits": psum_bits,
+                         "frac_bits": conv.model.layers[0].frac_bits,
                          "multiplier_bits": 31, "rounding": "half_away_from_zero", "overflow": "saturate",
                          "input_codes_exact": conv.input_exact, "spec": "quant/FIXED_POINT.md"},
         "layers": layers,
@@ -481,7 +484,7 @@ def _gcn_layers_meta(conv: ConvertedGCN) -> list[dict]:
 
 
 def export_run(run_dir: Path | str, out: Path | str, *, seed_dir: str | None = None, data_root: str | None = None,
-               frac_bits: int = 14, psum_bits: int = 32, overwrite: bool = False) -> Path:
+               frac_bits: int | None = None, psum_bits: int = 32, overwrite: bool = False) -> Path:
     """Export the trained model of a ``python -m gnn.train`` run directory (its ``best.pt``)."""
     run = load_trained(run_dir, seed_dir=seed_dir, data_root=data_root)
     prov = {"run_dir": str(run_dir), "checkpoint": str(run.checkpoint), "checkpoint_sha256": _sha256(run.checkpoint)}
@@ -520,7 +523,8 @@ def main(argv: list[str] | None = None) -> Path:
     p.add_argument("--out", type=Path, required=True, help="output directory, e.g. cora_gcn.qgraph")
     p.add_argument("--seed-dir", help="which seed<S>_fold<K> sub-directory (default: the first)")
     p.add_argument("--data-root", help="directory holding raw datasets")
-    p.add_argument("--frac-bits", type=int, default=14, help="fractional bits of the edge coefficients")
+    p.add_argument("--frac-bits", type=int, default=None,
+                   help="fractional bits of the edge coefficients and accumulators (default: 14; GAT 20)")
     p.add_argument("--psum-bits", type=int, default=32, help="width of the aggregation partial sums")
     p.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     args = p.parse_args(argv)
