@@ -33,6 +33,30 @@ def tiny_graph(seed: int = 0) -> GraphData:
                      num_features=F_IN, num_classes=C)
 
 
+def cora_integer_and_fake_accuracy(cora, arch: str, convert, forward, **train_overrides) -> tuple[float, float]:
+    """Short real A2Q training (60 epochs, seed 0) of ``arch``'s preset on Cora, then the test accuracy of the
+    fake-quant model and of its integer golden model (``convert`` -> ``forward``). The slow tests of every layer."""
+    from dataclasses import replace
+
+    from gnn.presets import model_and_train_config
+    from gnn.trainer import seed_everything, train_one
+
+    model_cfg, train_cfg = model_and_train_config(cora, arch)
+    train_cfg = replace(train_cfg, **{"quant": "a2q", "target_bits": 1.7, "epochs": 60, "device": "cpu",
+                                      **train_overrides})
+    seed_everything(0)
+    model = build_model(model_cfg)
+    train_one(model, cora, cora.splits[0], train_cfg, seed=0, progress=False)
+    model.eval()
+    d, test, y = cora.data, cora.splits[0].test.numpy(), cora.data.y.numpy()
+    x = d.x.to_dense() if d.x.is_sparse else d.x
+    with torch.no_grad():
+        fake = model(x, d.edge_index).numpy()
+    conv = convert(model, x, d.edge_index)
+    _, logits = forward(conv.model, conv.edge_index, on_overflow="raise")
+    return tuple(float((z[test].argmax(1) == y[test]).mean()) for z in (fake, logits))
+
+
 def quantized_model(graph: GraphData, method: str = "a2q", seed: int = 0, hidden: int = 8, layers: int = 2,
                     arch: str = "gcn"):
     """A quantized GCN (or GraphSAGE) with randomised learned bits and steps (as after training)."""

@@ -189,23 +189,7 @@ def test_rejects_unconvertible_models_and_bad_layers():
 @pytest.mark.slow
 def test_cora_integer_accuracy_within_0p3_points_of_fake_quant(cora):
     """Real short A2Q training of a GIN (hidden activation quantized) on Cora, conversion, and the issue's target."""
-    from dataclasses import replace
-
-    from gnn.presets import model_and_train_config
-    from gnn.trainer import seed_everything, train_one
-
-    model_cfg, train_cfg = model_and_train_config(cora, "gin")
-    train_cfg = replace(train_cfg, quant="a2q", target_bits=1.7, epochs=60, device="cpu", quantize_mlp_hidden=True)
-    seed_everything(0)
-    model = build_model(model_cfg)
-    train_one(model, cora, cora.splits[0], train_cfg, seed=0, progress=False)
-    model.eval()
-    d, test, y = cora.data, cora.splits[0].test.numpy(), cora.data.y.numpy()
-    x = d.x.to_dense() if d.x.is_sparse else d.x
-    with torch.no_grad():
-        fake = model(x, d.edge_index).numpy()
-    conv = to_quantized_gin(model, x, d.edge_index)
-    _, logits = gin_forward_int(conv.model, conv.edge_index, on_overflow="raise")
-    acc_fake, acc_int = (float((z[test].argmax(1) == y[test]).mean()) for z in (fake, logits))
+    acc_fake, acc_int = _convert_tests.cora_integer_and_fake_accuracy(cora, "gin", to_quantized_gin, gin_forward_int,
+                                                                      quantize_mlp_hidden=True)
     assert acc_fake > 0.6  # a trained model, not chance
     assert abs(acc_int - acc_fake) <= 0.003, (acc_fake, acc_int)
