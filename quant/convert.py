@@ -108,6 +108,34 @@ def learned_per_node(q: nn.Module, in_deg: torch.Tensor, who: str, tables: dict,
     return per_node(q, in_deg, who)
 
 
+@dataclass(frozen=True)
+class LayerInput:
+    """A layer's input quantizer as the integer path takes it: ``steps``/``bits`` per node (``step_scheme`` "node")
+    or per channel ("channel"); ``scheme`` names where they come from ("input": derived from the FP32 features, or
+    the quantizer's scheme); ``codes`` (N, F) int8 for layer 0 only; ``exact``: those codes reproduce the features."""
+
+    codes: np.ndarray | None
+    steps: np.ndarray
+    bits: np.ndarray
+    scheme: str
+    step_scheme: str
+    exact: bool
+
+
+def layer_input(q: nn.Module, li: int, x: np.ndarray, lookup) -> LayerInput:
+    """The input of layer ``li``: layer 0 with A2Q's FP32 input gets per-node codes from :func:`input_codes`; any
+    quantized input gets ``lookup(q) -> (steps, bits, step_scheme)``, and at layer 0 the codes of ``x`` (N, F)."""
+    if li == 0 and not isinstance(q, A2QQuantizer):
+        codes, steps, bits, exact = input_codes(x)
+        return LayerInput(codes=codes, steps=steps, bits=bits, scheme="input", step_scheme="node", exact=exact)
+    steps, bits, step_scheme = lookup(q)
+    codes = None
+    if li == 0:
+        axis = (slice(None), None) if step_scheme == "node" else (None, slice(None))
+        codes = fake_quant(x, steps[axis], bits[axis]).astype(np.int8)
+    return LayerInput(codes=codes, steps=steps, bits=bits, scheme=q.scheme, step_scheme=step_scheme, exact=True)
+
+
 def degree_table(q: A2QQuantizer) -> dict:
     """The learned table of a degree-aware quantizer (see `ConvertedGCN`)."""
     ranges = bucket_degree_ranges(q.num_buckets, q.bucket_scheme)

@@ -23,9 +23,8 @@ from torch import nn
 from gnn.conv import QuantPoint
 from gnn.ops import in_degree
 from quant.a2q import A2QQuantizer
-from quant.convert import check_convertible, input_codes, learned_per_node, weight_codes
+from quant.convert import check_convertible, layer_input, learned_per_node, weight_codes
 from quant.integer_gat import QuantizedGAT, QuantizedGATLayer
-from quant.integer_gnn import fake_quant
 from quant.quantizers import STEP_EPS, a2q_quantize
 
 FN = "to_quantized_gat"
@@ -81,15 +80,12 @@ def to_quantized_gat(model: nn.Module, x: torch.Tensor, edge_index: torch.Tensor
         if not QuantPoint.is_identity(conv.q_aggregate):
             raise ValueError(f"{FN}: convs[{li}].q_aggregate is quantized; A2Q's GAT keeps the aggregate in FP32 and "
                              "the integer layer has no aggregate quantizer")
-        if li == 0 and not isinstance(conv.q_input, A2QQuantizer):
-            x_codes, x_steps, x_bits, exact = input_codes(x_np)
-            schemes.append("input")
-        else:
-            x_steps, x_bits = learned_per_node(conv.q_input, in_deg, f"{FN}: convs[{li}].q_input", tables,
-                                               (li, "input"))
-            schemes.append(conv.q_input.scheme)
-            if li == 0:
-                x_codes = fake_quant(x_np, x_steps[:, None], x_bits[:, None]).astype(np.int8)
+        inp = layer_input(conv.q_input, li, x_np, lambda q, li=li: (*learned_per_node(
+            q, in_deg, f"{FN}: convs[{li}].q_input", tables, (li, "input")), "node"))
+        x_steps, x_bits = inp.steps, inp.bits
+        schemes.append(inp.scheme)
+        if li == 0:
+            x_codes, exact = inp.codes, inp.exact
         w_codes, w_steps, w_bits = weight_codes(conv.lin, f"{FN}: convs[{li}].lin")
         xw_steps, xw_bits = learned_per_node(conv.q_xw, in_deg, f"{FN}: convs[{li}].q_xw", tables, (li, "xw"))
         att_src, att_dst, att_steps, att_bits = _attention_codes(conv, li)

@@ -29,9 +29,8 @@ from gnn.conv import QuantPoint
 from gnn.conv.linear import Linear
 from gnn.ops import in_degree
 from quant.a2q import A2QQuantizer
-from quant.convert import check_convertible, input_codes, learned_per_node, weight_codes
-from quant.integer_gin import QuantizedGIN, QuantizedGINLayer, as_2d
-from quant.integer_gnn import fake_quant
+from quant.convert import check_convertible, layer_input, learned_per_node, weight_codes
+from quant.integer_gin import QuantizedGIN, QuantizedGINLayer
 from quant.quantizers import STEP_EPS
 
 FN = "to_quantized_gin"
@@ -114,15 +113,12 @@ def to_quantized_gin(model: nn.Module, x: torch.Tensor, edge_index: torch.Tensor
     layers, schemes, tables, exact = [], [], {}, True
     for li, conv in enumerate(convs):
         first, bn, q_hidden, second = _mlp_parts(conv, li)
-        if li == 0 and not isinstance(conv.q_input, A2QQuantizer):
-            x_codes, x_steps, x_bits, exact = input_codes(x_np)
-            x_scheme = "node"
-            schemes.append("input")
-        else:
-            x_steps, x_bits, x_scheme = _features(conv.q_input, in_deg, f"convs[{li}].q_input", tables, (li, "input"))
-            schemes.append(conv.q_input.scheme)
-            if li == 0:
-                x_codes = fake_quant(x_np, as_2d(x_steps, x_scheme), as_2d(x_bits, x_scheme)).astype(np.int8)
+        inp = layer_input(conv.q_input, li, x_np,
+                          lambda q, li=li: _features(q, in_deg, f"convs[{li}].q_input", tables, (li, "input")))
+        x_steps, x_bits, x_scheme = inp.steps, inp.bits, inp.step_scheme
+        schemes.append(inp.scheme)
+        if li == 0:
+            x_codes, exact = inp.codes, inp.exact
         agg_steps, agg_bits, agg_scheme = _features(conv.q_aggregate, in_deg, f"convs[{li}].q_aggregate", tables,
                                                     (li, "aggregate"))
         hid_steps, hid_bits, hid_scheme = _features(q_hidden, in_deg, f"convs[{li}].mlp[3]", tables, (li, "hidden"))

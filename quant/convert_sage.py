@@ -22,9 +22,7 @@ import torch
 from torch import nn
 
 from gnn.ops import in_degree
-from quant.a2q import A2QQuantizer
-from quant.convert import check_convertible, input_codes, learned_per_node, weight_codes
-from quant.integer_gnn import fake_quant
+from quant.convert import check_convertible, layer_input, learned_per_node, weight_codes
 from quant.integer_sage import QuantizedSAGE, QuantizedSAGELayer
 
 FN = "to_quantized_sage"
@@ -58,15 +56,12 @@ def to_quantized_sage(model: nn.Module, x: torch.Tensor, edge_index: torch.Tenso
     x_np = x.detach().double().cpu().numpy()
     layers, schemes, tables, exact = [], [], {}, True
     for li, conv in enumerate(convs):
-        if li == 0 and not isinstance(conv.q_input, A2QQuantizer):
-            x_codes, x_steps, x_bits, exact = input_codes(x_np)
-            schemes.append("input")
-        else:
-            x_steps, x_bits = learned_per_node(conv.q_input, in_deg, f"{FN}: convs[{li}].q_input", tables,
-                                               (li, "input"))
-            schemes.append(conv.q_input.scheme)
-            if li == 0:
-                x_codes = fake_quant(x_np, x_steps[:, None], x_bits[:, None]).astype(np.int8)
+        inp = layer_input(conv.q_input, li, x_np, lambda q, li=li: (*learned_per_node(
+            q, in_deg, f"{FN}: convs[{li}].q_input", tables, (li, "input")), "node"))
+        x_steps, x_bits = inp.steps, inp.bits
+        schemes.append(inp.scheme)
+        if li == 0:
+            x_codes, exact = inp.codes, inp.exact
         agg_steps, agg_bits = learned_per_node(conv.q_aggregate, in_deg, f"{FN}: convs[{li}].q_aggregate", tables,
                                          (li, "aggregate"))
         wn_codes, wn_steps, wn_bits = weight_codes(conv.lin_neigh, f"{FN}: convs[{li}].lin_neigh")

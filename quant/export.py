@@ -47,7 +47,7 @@ from quant.convert_gat import to_quantized_gat
 from quant.convert_gin import to_quantized_gin
 from quant.convert_sage import to_quantized_sage
 from quant.integer_gnn import QuantizedGCN, QuantizedGCNLayer, gcn_graph, gcn_layer_trace, layer_constants
-from quant.storage import measure_adaptive_package, measure_storage
+from quant.storage import tensor_storage
 
 FORMAT = "qgraph"
 SCHEMA_VERSION = 1
@@ -141,11 +141,8 @@ def model_arrays(conv: ConvertedGCN, labels: np.ndarray, test_index: np.ndarray)
     for li, lay in enumerate(conv.model.layers):
         a, t = _layer_arrays(li, lay, h, graph, conv)
         arrays.update(a)
-        rep = measure_storage(codes=np.asarray(h, np.int8), bits=lay.x_bits, edge_index=conv.edge_index,
-                              w_codes=lay.w_codes, w_bits=lay.w_bits)
-        apb = measure_adaptive_package(np.asarray(h, np.int8), lay.x_bits)
-        storage.append({"layer": li, "x_scheme": conv.x_schemes[li], **rep.to_dict(),
-                        "adaptive_package": apb})
+        storage.append(tensor_storage(h, lay.x_bits, conv.edge_index, lay.w_codes, lay.w_bits, layer=li,
+                                      x_scheme=conv.x_schemes[li]))
         h = t["out"]
         if lay.out_steps is None:
             arrays["logits"] = t["out"] * t["unit"]

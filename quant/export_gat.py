@@ -26,7 +26,7 @@ import numpy as np
 from quant import packing
 from quant.convert_gat import ConvertedGAT
 from quant.integer_gat import QuantizedGAT, QuantizedGATLayer, gat_constants, gat_graph, gat_layer_trace
-from quant.storage import measure_adaptive_package, measure_storage
+from quant.storage import tensor_storage
 
 ARCH = "gat"
 _LAYER_ARRAYS = ("x_codes", "x_steps", "x_bits", "xw_codes", "xw_steps", "xw_bits", "w_codes", "w_steps",
@@ -82,10 +82,8 @@ def model_arrays(conv: ConvertedGAT, labels: np.ndarray, test_index: np.ndarray)
         xw_scheme = "degree" if (li, "xw") in conv.degree_tables else "node"
         for tensor, codes, bits, scheme, w in (("input", h, lay.x_bits, conv.x_schemes[li], lay.w_codes),
                                                ("xw", t["xw"], lay.xw_bits, xw_scheme, None)):
-            codes8 = np.asarray(codes, np.int8)
-            rep = measure_storage(codes=codes8, bits=bits, edge_index=conv.edge_index, w_codes=w, w_bits=lay.w_bits)
-            storage.append({"layer": li, "tensor": tensor, "x_scheme": scheme, **rep.to_dict(),
-                            "adaptive_package": measure_adaptive_package(codes8, bits)})
+            storage.append(tensor_storage(codes, bits, conv.edge_index, w, lay.w_bits, layer=li, tensor=tensor,
+                                          x_scheme=scheme))
         h = t["out"]
         if lay.out_steps is None:
             arrays["logits"] = t["out"] * t["unit"]

@@ -28,7 +28,7 @@ import numpy as np
 from quant import packing
 from quant.convert_gin import ConvertedGIN
 from quant.integer_gin import QuantizedGIN, QuantizedGINLayer, gin_constants, gin_graph, gin_layer_trace
-from quant.storage import measure_adaptive_package, measure_storage
+from quant.storage import tensor_storage
 
 ARCH = "gin"
 _LAYER_ARRAYS = ("x_codes", "x_steps", "x_bits", "eps", "agg_codes", "agg_steps", "agg_bits", "hid_codes",
@@ -111,10 +111,8 @@ def model_arrays(conv: ConvertedGIN, labels: np.ndarray, test_index: np.ndarray)
         for tensor, codes, bits, scheme, w in (("input", h, x_bits, conv.x_schemes[li], None),
                                                ("aggregate", t["agg"], lay.agg_bits, agg_scheme, lay.w1_codes),
                                                ("hidden", t["hidden"], lay.hid_bits, hid_scheme, lay.w2_codes)):
-            codes8 = np.asarray(codes, np.int8)
-            rep = measure_storage(codes=codes8, bits=bits, edge_index=conv.edge_index, w_codes=w, w_bits=lay.w_bits)
-            storage.append({"layer": li, "tensor": tensor, "x_scheme": scheme, **rep.to_dict(),
-                            "adaptive_package": measure_adaptive_package(codes8, bits)})
+            storage.append(tensor_storage(codes, bits, conv.edge_index, w, lay.w_bits, layer=li, tensor=tensor,
+                                          x_scheme=scheme))
         h = t["out"]
         if lay.out_steps is None:
             arrays["logits"] = t["out"] * t["unit"]

@@ -25,7 +25,7 @@ import numpy as np
 from quant import packing
 from quant.convert_sage import ConvertedSAGE
 from quant.integer_sage import QuantizedSAGE, QuantizedSAGELayer, sage_constants, sage_graph, sage_layer_trace
-from quant.storage import measure_adaptive_package, measure_storage
+from quant.storage import tensor_storage
 
 ARCH = "sage"
 _LAYER_ARRAYS = ("x_codes", "x_steps", "x_bits", "agg_steps", "agg_bits", "wn_codes", "wn_steps", "wr_codes",
@@ -71,10 +71,8 @@ def model_arrays(conv: ConvertedSAGE, labels: np.ndarray, test_index: np.ndarray
     for li, lay in enumerate(conv.model.layers):
         a, t = _layer_arrays(li, lay, h, graph, conv)
         arrays.update(a)
-        rep = measure_storage(codes=np.asarray(h, np.int8), bits=lay.x_bits, edge_index=conv.edge_index,
-                              w_codes=np.concatenate([lay.wn_codes, lay.wr_codes]), w_bits=lay.w_bits)
-        storage.append({"layer": li, "x_scheme": conv.x_schemes[li], **rep.to_dict(),
-                        "adaptive_package": measure_adaptive_package(np.asarray(h, np.int8), lay.x_bits)})
+        storage.append(tensor_storage(h, lay.x_bits, conv.edge_index, np.concatenate([lay.wn_codes, lay.wr_codes]),
+                                      lay.w_bits, layer=li, x_scheme=conv.x_schemes[li]))
         h = t["out"]
         if lay.out_steps is None:
             arrays["logits"] = t["out"] * t["unit"]

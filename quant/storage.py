@@ -144,3 +144,12 @@ def measure_adaptive_package(codes: np.ndarray, bits: np.ndarray) -> dict[str, f
     return {**{f"{k}_bytes": v for k, v in parts.items()}, "total_bytes": total,
             **{f"packages_{k}": v for k, v in stream.package_counts().items()},
             "bits_per_code": 8.0 * total / n_codes if n_codes else 0.0}
+
+
+def tensor_storage(codes: np.ndarray, bits: np.ndarray, edge_index: np.ndarray, w_codes: np.ndarray | None = None,
+                   w_bits: int = 4, **labels) -> dict:
+    """One row of an export's storage table: ``labels`` (e.g. layer, tensor, x_scheme), then :func:`measure_storage`
+    of the (N, F) codes with their (N,) bits and the layer's weights, and their ``adaptive_package`` bytes."""
+    codes8 = np.asarray(codes, dtype=np.int8)
+    rep = measure_storage(codes=codes8, bits=bits, edge_index=edge_index, w_codes=w_codes, w_bits=w_bits)
+    return {**labels, **rep.to_dict(), "adaptive_package": measure_adaptive_package(codes8, bits)}
