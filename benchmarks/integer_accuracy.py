@@ -8,8 +8,9 @@ weight (``gnn.trainer.train_one``, validation-selected weights) and evaluate the
 to integers (``quant.convert.to_quantized_gcn``, ``quant.convert_sage.to_quantized_sage``,
 ``quant.convert_gin.to_quantized_gin`` or ``quant.convert_gat.to_quantized_gat``, default fixed-point format) and
 run the integer path (``quant.integer_gnn``, ``quant.integer_sage``, ``quant.integer_gin``, ``quant.integer_gat``).
-GIN is trained with its MLP's hidden activation quantized (``quantize_mlp_hidden``, as A2Q's code), which its integer
-path needs; the grid's GIN cells are trained without it.
+GIN is trained with its MLP's hidden activation quantized (``--gin-hidden quantized``: ``quantize_mlp_hidden``, as
+A2Q's code) or, as the grid's GIN cells, without it (``--gin-hidden fixed``: the integer path carries the hidden
+activation in 16-bit fixed point, ``quant.convert_gin``); the cell records which (``gin_hidden``).
 Reports both test accuracies (mean +- std over seeds), the per-seed change in points (issue target: within 0.3 pt)
 and the fraction of all nodes whose predicted class agrees. Writes benchmarks/results/integer_accuracy.json
 (``--merge`` keeps other cells).
@@ -59,10 +60,14 @@ def integer_logits(model, data) -> np.ndarray:
     return logits
 
 
-def run_seed(graph, arch: str, method: str, target: float, seed: int, penalty_weight: float) -> dict:
+GIN_HIDDEN = ("quantized", "fixed")
+
+
+def run_seed(graph, arch: str, method: str, target: float, seed: int, penalty_weight: float,
+             gin_hidden: str = "quantized") -> dict:
     model_cfg, train_cfg = model_and_train_config(graph, arch)
     train_cfg = replace(train_cfg, quant=method, target_bits=target, penalty_weight=penalty_weight, device="cpu",
-                        quantize_mlp_hidden=arch == "gin")
+                        quantize_mlp_hidden=arch == "gin" and gin_hidden == "quantized")
     seed_everything(seed)
     model = build_model(model_cfg)
     result = train_one(model, graph, graph.splits[0], train_cfg, seed=seed, progress=False)
@@ -89,10 +94,10 @@ def _stats(values: list[float]) -> dict:
             "n": len(values)}
 
 
-def summarize_cell(dataset: str, arch: str, method: str, target: float, penalty_weight: float, runs: list[dict]
-                   ) -> dict:
+def summarize_cell(dataset: str, arch: str, method: str, target: float, penalty_weight: float, runs: list[dict],
+                   gin_hidden: str | None = None) -> dict:
     deltas = [r["delta_pt"] for r in runs]
-    return {"dataset": dataset, "model": arch, "method": method, "target_bits": target,
+    return {"dataset": dataset, "model": arch, "method": method, "target_bits": target, "gin_hidden": gin_hidden,
             "penalty_weight": penalty_weight, "seeds": len(runs),
             "test_acc_fake_quant": _stats([100 * r["test_acc_fake_quant"] for r in runs]),
             "test_acc_integer": _stats([100 * r["test_acc_integer"] for r in runs]),
@@ -100,6 +105,13 @@ def summarize_cell(dataset: str, arch: str, method: str, target: float, penalty_
             "avg_bits": _stats([r["avg_bits"] for r in runs]),
             "prediction_agreement_min": min(r["prediction_agreement"] for r in runs),
             "within_target": abs(statistics.fmean(deltas)) <= TARGET_GAP_PT, "per_seed": runs}
+
+
+def cell_key(cell: dict, key: tuple[str, ...]) -> tuple:
+    """A cell's identity for ``--merge``; GIN cells written before ``gin_hidden`` existed were trained with the
+    hidden quantizer."""
+    hidden = cell.get("gin_hidden") or ("quantized" if cell["model"] == "gin" else None)
+    return tuple(hidden if k == "gin_hidden" else cell[k] for k in key)
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -111,6 +123,9 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--penalty-weight", type=float, default=25.0,
                    help="a of the memory penalty (25: the quantization grid's value, benchmarks/quant_table.py)")
+    p.add_argument("--gin-hidden", default="quantized", choices=GIN_HIDDEN,
+                   help="GIN: train with the MLP's hidden activation quantized (A2Q's code) or not (the grid's recipe; "
+                        "16-bit fixed point in the integer path)")
     p.add_argument("--merge", action="store_true", help="keep the cells of earlier commands in the results file")
     args = p.parse_args(argv)
     models = args.models.split(",")
@@ -127,18 +142,21 @@ def main(argv: list[str] | None = None) -> dict:
         for arch in models:
             for method in args.methods.split(","):
                 for target in (float(t) for t in args.targets.split(",")):
-                    runs = [run_seed(graph, arch, method, target, s, args.penalty_weight) for s in range(args.seeds)]
-                    cells.append(summarize_cell(name, arch, method, target, args.penalty_weight, runs))
+                    hidden = args.gin_hidden if arch == "gin" else None
+                    runs = [run_seed(graph, arch, method, target, s, args.penalty_weight, args.gin_hidden)
+                            for s in range(args.seeds)]
+                    cells.append(summarize_cell(name, arch, method, target, args.penalty_weight, runs, hidden))
                     c = cells[-1]
-                    print(f"{name} {arch} {method} {target}: fake-quant {c['test_acc_fake_quant']['mean']:.2f}, "
+                    label = arch if hidden is None else f"{arch} ({hidden} hidden)"
+                    print(f"{name} {label} {method} {target}: fake-quant {c['test_acc_fake_quant']['mean']:.2f}, "
                           f"integer {c['test_acc_integer']['mean']:.2f}, delta {c['delta_pt']['mean']:+.2f} "
                           f"(max |delta| {c['max_abs_delta_pt']:.2f})", flush=True)
     command = "python benchmarks/integer_accuracy.py " + " ".join(argv if argv is not None else sys.argv[1:])
     for c in cells:
         c["command"] = command
-    key = ("dataset", "model", "method", "target_bits", "penalty_weight")
-    new_keys = {tuple(c[k] for k in key) for c in cells}
-    cells = [c for c in old if tuple(c[k] for k in key) not in new_keys] + cells
+    key = ("dataset", "model", "method", "target_bits", "penalty_weight", "gin_hidden")
+    new_keys = {cell_key(c, key) for c in cells}
+    cells = [c for c in old if cell_key(c, key) not in new_keys] + cells
     out = {"command": command, "cells": cells, "target_gap_pt": TARGET_GAP_PT, "machine": machine()}
     print(f"wrote {save_results(NAME, out)}")
     return out

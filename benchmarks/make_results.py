@@ -263,16 +263,20 @@ def render_integer_accuracy(res: dict) -> list[str]:
     lines = ["## Integer path against fake-quant (test accuracy, %)", "",
              f"File: `benchmarks/results/integer_accuracy.json`; commands in the last column. Per seed the trained "
              f"(validation-selected) quantized model is evaluated in float32 fake-quant and through its integer golden "
-             f"model (GCN: `quant.integer_gnn`, GraphSAGE: `quant.integer_sage`, GIN: `quant.integer_gin`, trained "
-             f"with its MLP's hidden activation quantized, GAT: `quant.integer_gat`; frac_bits 14, 32-bit partial "
-             f"sums); "
+             f"model (GCN: `quant.integer_gnn`, GraphSAGE: `quant.integer_sage`, GIN: `quant.integer_gin`, "
+             f"trained with its MLP's hidden activation quantized (`gin (quantized hidden)`, A2Q's code) or without "
+             f"it as the grid's GIN cells (`gin (16-bit hidden)`: the integer path carries the hidden activation in "
+             f"16-bit fixed point), GAT: `quant.integer_gat`; frac_bits 14 (GAT 20), 32-bit partial sums); "
              f"delta = integer - fake-quant, mean +- std over seeds (target: within "
              f"{res.get('target_gap_pt', 0.3)} pt).", "",
              "| dataset | model | method | target bits | seeds | avg bits | fake-quant | integer | delta (pt) | "
              "max abs delta (pt) | min prediction agreement | command |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in res.get("cells", []):
-        lines.append(f"| {c['dataset']} | {c['model']} | {c['method']} | {c['target_bits']:g} | {c['seeds']} | "
+        model = c["model"]
+        if model == "gin":  # cells written before gin_hidden existed were trained with the hidden quantizer
+            model += " (16-bit hidden)" if c.get("gin_hidden") == "fixed" else " (quantized hidden)"
+        lines.append(f"| {c['dataset']} | {model} | {c['method']} | {c['target_bits']:g} | {c['seeds']} | "
                      f"{c['avg_bits']['mean']:.2f} | {_pm(c['test_acc_fake_quant'])} | {_pm(c['test_acc_integer'])} | "
                      f"{c['delta_pt']['mean']:+.2f} +- {c['delta_pt']['std']:.2f} | {c['max_abs_delta_pt']:.2f} | "
                      f"{100 * c['prediction_agreement_min']:.2f} % | `{c.get('command', '')}` |")

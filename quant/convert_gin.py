@@ -1,10 +1,9 @@
 """Trained quantized GIN -> integer model (:class:`quant.integer_gin.QuantizedGIN`).
 
 Input: a ``gnn.models.GNN`` with ``arch="gin"`` (node task, no norm between layers, no residual) quantized by
-``quant.api.quantize_`` with ``method="a2q"`` or ``"degree-aware"`` and ``quantize_mlp_hidden=True`` (``python -m
-gnn.train ... --quantize-mlp-hidden``): without the hidden quantizer the MLP's second linear map would take a
-full-precision input. Each layer's MLP must be :func:`gnn.conv.gin.gin_mlp` (Linear, BatchNorm1d, ReLU,
-quantization point, Linear). Mapping per layer ``l`` (``quant.plan``):
+``quant.api.quantize_`` with ``method="a2q"`` or ``"degree-aware"``, with or without ``quantize_mlp_hidden``
+(``python -m gnn.train ... --quantize-mlp-hidden``). Each layer's MLP must be :func:`gnn.conv.gin.gin_mlp` (Linear,
+BatchNorm1d, ReLU, quantization point, Linear). Mapping per layer ``l`` (``quant.plan``):
 
 * ``x_steps``, ``x_bits`` <- ``convs[l].q_input``: channel scheme (A2Q's GIN: per-channel step, fixed bits) or
   node / degree scheme; layer 0 keeps A2Q's FP32 input, whose per-node codes come from
@@ -12,8 +11,12 @@ quantization point, Linear). Mapping per layer ``l`` (``quant.plan``):
 * ``eps`` <- ``convs[l].eps``; ``agg_steps``, ``agg_bits`` <- ``convs[l].q_aggregate`` (per node);
 * ``w1_codes``, ``w1_steps`` <- ``mlp[0].q_weight``; the eval batch norm ``mlp[1]`` becomes ``bn_scale`` =
   ``gamma / sqrt(running_var + eps_bn)`` and the bias ``bn_scale (b1 - running_mean) + beta``;
-* ``hid_steps``, ``hid_bits`` <- ``mlp[3]`` (the ``"hidden"`` point, per node); ``w2_codes``, ``w2_steps``,
-  ``b2`` <- ``mlp[4]``;
+* ``hid_steps``, ``hid_bits`` <- ``mlp[3]`` (the ``"hidden"`` point, per node). Without the hidden quantizer
+  (``mlp[3]`` is the bare quantization point) the second linear map takes a full-precision input; the integer path
+  then carries it in ``HIDDEN_FIXED_BITS``-bit (16) fixed point with per-node steps calibrated on the model's own
+  hidden activation for the given input, ``max_f z_if / (2^15 - 1)`` (:func:`fixed_point_hidden_steps`; one eval
+  forward), so only a value above the calibration input's row maximum is clipped;
+* ``w2_codes``, ``w2_steps``, ``b2`` <- ``mlp[4]``;
 * ``out_steps`` <- ``convs[l + 1].q_input`` (its scheme gives ``out_scheme``); None on the last layer.
 """
 
@@ -30,7 +33,8 @@ from gnn.conv.linear import Linear
 from gnn.ops import in_degree
 from quant.a2q import A2QQuantizer
 from quant.convert import check_convertible, layer_input, learned_per_node, weight_codes
-from quant.integer_gin import QuantizedGIN, QuantizedGINLayer
+from quant.fixed_point import code_limit
+from quant.integer_gin import HIDDEN_FIXED_BITS, QuantizedGIN, QuantizedGINLayer
 from quant.quantizers import STEP_EPS
 
 FN = "to_quantized_gin"
@@ -40,7 +44,9 @@ FN = "to_quantized_gin"
 class ConvertedGIN:
     """The integer model plus what describes it: ``edge_index`` (2, E) and ``in_degree`` (N,) int64 of the graph;
     ``input_exact``: the first layer's codes reproduce the FP32 features exactly; ``x_schemes``: per layer, where
-    ``x_steps`` come from ("input": derived from FP32 features, "channel", "node", "degree"); ``degree_tables``: per
+    ``x_steps`` come from ("input": derived from FP32 features, "channel", "node", "degree"); ``hidden_schemes``: per
+    layer, where the hidden activation's steps come from ("node", "degree": its quantizer; "fixed": no quantizer,
+    ``HIDDEN_FIXED_BITS``-bit fixed point calibrated on the input); ``degree_tables``: per
     layer and quantizer (``"aggregate"`` / ``"hidden"`` / ``"input"``) of the degree-aware method, its table
     (``quant.convert.degree_table``)."""
 
@@ -49,6 +55,7 @@ class ConvertedGIN:
     in_degree: np.ndarray
     input_exact: bool
     x_schemes: tuple[str, ...]
+    hidden_schemes: tuple[str, ...]
     degree_tables: dict[tuple[int, str], dict]
 
 
@@ -63,7 +70,8 @@ def _features(q: nn.Module, in_deg: torch.Tensor, who: str, tables: dict, key: t
 
 
 def _mlp_parts(conv: nn.Module, li: int) -> tuple[Linear, nn.BatchNorm1d | None, nn.Module, Linear]:
-    """(first linear, batch norm or None, hidden quantizer, second linear) of a ``gin_mlp``; refuses other MLPs."""
+    """(first linear, batch norm or None, hidden quantizer or bare ``QuantPoint``, second linear) of a ``gin_mlp``;
+    refuses other MLPs."""
     mlp = conv.mlp
     parts = list(mlp) if isinstance(mlp, nn.Sequential) else []
     shape_ok = (len(parts) == 5 and isinstance(parts[0], Linear) and isinstance(parts[1], (nn.BatchNorm1d, nn.Identity))
@@ -71,15 +79,41 @@ def _mlp_parts(conv: nn.Module, li: int) -> tuple[Linear, nn.BatchNorm1d | None,
     if not shape_ok:
         raise ValueError(f"{FN}: convs[{li}].mlp must be gnn.conv.gin.gin_mlp (Linear, BatchNorm1d, ReLU, hidden "
                          f"quantization point, Linear); got {mlp}")
-    if isinstance(parts[3], QuantPoint):
-        raise ValueError(f"{FN}: convs[{li}].mlp's hidden activation is not quantized, so its second linear map takes "
-                         "a full-precision input; quantize with QuantConfig(quantize_mlp_hidden=True) (python -m "
-                         "gnn.train ... --quantize-mlp-hidden) and train again")
     bn = parts[1] if isinstance(parts[1], nn.BatchNorm1d) else None
     if bn is not None and (bn.running_mean is None or bn.training):
         raise ValueError(f"{FN}: convs[{li}].mlp[1] must be a batch norm in eval mode with running statistics "
                          "(call model.eval(); track_running_stats=True)")
     return parts[0], bn, parts[3], parts[4]
+
+
+def fixed_point_hidden_steps(hidden: np.ndarray, bits: int = HIDDEN_FIXED_BITS) -> np.ndarray:
+    """Per-node steps of a full-precision hidden activation carried in ``bits``-bit fixed point: the row maximum of
+    ``hidden`` (N, H) (post-ReLU, >= 0) lands on the largest code ``2^(bits-1) - 1``; an all-zero row gets step 1.
+    Returns (N,) float64 > 0."""
+    row_max = np.asarray(hidden, dtype=np.float64).max(axis=1, initial=0.0)
+    return np.where(row_max > 0, row_max / float(code_limit(bits)), 1.0)
+
+
+def _hidden_inputs(model: nn.Module, x: torch.Tensor, edge_index: torch.Tensor) -> dict[int, np.ndarray]:
+    """What enters each layer's bare hidden point ``mlp[3]`` (the ReLU output, (N, H) float64) in one forward of the
+    model as it is (eval mode); layers with a hidden quantizer are not captured."""
+    captured: dict[int, np.ndarray] = {}
+    hooks = [conv.mlp[3].register_forward_hook(
+        lambda _m, inputs, _out, li=li: captured.__setitem__(li, inputs[0].detach().double().cpu().numpy()))
+        for li, conv in enumerate(model.convs) if isinstance(conv.mlp[3], QuantPoint)]
+    if hooks and model.training:
+        for h in hooks:
+            h.remove()
+        raise ValueError(f"{FN}: the hidden activation is calibrated on an eval forward; call model.eval() first "
+                         "(dropout would change it)")
+    if hooks:
+        try:
+            with torch.no_grad():
+                model(x, edge_index)
+        finally:
+            for h in hooks:
+                h.remove()
+    return captured
 
 
 def _fold_norm(first: Linear, bn: nn.BatchNorm1d | None) -> tuple[np.ndarray, np.ndarray | None]:
@@ -110,9 +144,11 @@ def to_quantized_gin(model: nn.Module, x: torch.Tensor, edge_index: torch.Tensor
     convs = list(model.convs)
     in_deg = in_degree(edge_index, x.size(0)).cpu()
     x_np = x.detach().double().cpu().numpy()
-    layers, schemes, tables, exact = [], [], {}, True
+    parts = [_mlp_parts(conv, li) for li, conv in enumerate(convs)]
+    hidden_in = _hidden_inputs(model, x, edge_index)
+    layers, schemes, hid_schemes, tables, exact = [], [], [], {}, True
     for li, conv in enumerate(convs):
-        first, bn, q_hidden, second = _mlp_parts(conv, li)
+        first, bn, q_hidden, second = parts[li]
         inp = layer_input(conv.q_input, li, x_np,
                           lambda q, li=li: _features(q, in_deg, f"convs[{li}].q_input", tables, (li, "input")))
         x_steps, x_bits, x_scheme = inp.steps, inp.bits, inp.step_scheme
@@ -121,7 +157,14 @@ def to_quantized_gin(model: nn.Module, x: torch.Tensor, edge_index: torch.Tensor
             x_codes, exact = inp.codes, inp.exact
         agg_steps, agg_bits, agg_scheme = _features(conv.q_aggregate, in_deg, f"convs[{li}].q_aggregate", tables,
                                                     (li, "aggregate"))
-        hid_steps, hid_bits, hid_scheme = _features(q_hidden, in_deg, f"convs[{li}].mlp[3]", tables, (li, "hidden"))
+        if li in hidden_in:  # no hidden quantizer: fixed point calibrated on this input
+            hid_steps, hid_scheme = fixed_point_hidden_steps(hidden_in[li]), "fixed"
+            hid_bits = np.full(x.size(0), HIDDEN_FIXED_BITS, dtype=np.int64)
+        else:
+            hid_steps, hid_bits, hid_scheme = _features(q_hidden, in_deg, f"convs[{li}].mlp[3]", tables,
+                                                        (li, "hidden"))
+            hid_scheme = "degree" if (li, "hidden") in tables else hid_scheme
+        hid_schemes.append(hid_scheme)
         if "channel" in (agg_scheme, hid_scheme):
             raise ValueError(f"{FN}: convs[{li}] quantizes its aggregate or hidden activation per channel; the integer "
                              "GIN takes them per node (A2Q / degree-aware plan)")
@@ -146,7 +189,7 @@ def to_quantized_gin(model: nn.Module, x: torch.Tensor, edge_index: torch.Tensor
     return ConvertedGIN(model=QuantizedGIN(x_codes=x_codes, layers=tuple(layers)),
                         edge_index=edge_index.detach().cpu().numpy().astype(np.int64),
                         in_degree=in_deg.numpy().astype(np.int64), input_exact=exact, x_schemes=tuple(schemes),
-                        degree_tables=tables)
+                        hidden_schemes=tuple(hid_schemes), degree_tables=tables)
 
 
-__all__ = ["ConvertedGIN", "to_quantized_gin"]
+__all__ = ["ConvertedGIN", "fixed_point_hidden_steps", "to_quantized_gin"]

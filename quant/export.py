@@ -516,7 +516,8 @@ def main(argv: list[str] | None = None) -> Path:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--run", type=Path, required=True,
                    help="run directory of `python -m gnn.train --model gcn|sage|gin|gat --quant a2q|degree-aware ...` "
-                        "(gin: trained with --quantize-mlp-hidden)")
+                        "(gin: with --quantize-mlp-hidden every tensor is low-bit; without it the hidden activation "
+                        "is exported in 16-bit fixed point)")
     p.add_argument("--out", type=Path, required=True, help="output directory, e.g. cora_gcn.qgraph")
     p.add_argument("--seed-dir", help="which seed<S>_fold<K> sub-directory (default: the first)")
     p.add_argument("--data-root", help="directory holding raw datasets")

@@ -1,8 +1,10 @@
 """A quantized GIN in the ``.qgraph`` format (:mod:`quant.export`): its integer golden model
 (:mod:`quant.integer_gin`) with every constant and the integer path's intermediates for the fixed input.
 
-``python -m quant.export --run <run of python -m gnn.train --model gin --quant a2q --quantize-mlp-hidden>`` lands
-here. Arrays (N nodes, E in-edges as given, E' = E + N with one self loop per node; manifest ``model.arch = "gin"``):
+``python -m quant.export --run <run of python -m gnn.train --model gin --quant a2q>`` lands here (with or without
+``--quantize-mlp-hidden``).
+
+Arrays (N nodes, E in-edges as given, E' = E + N with one self loop per node; manifest ``model.arch = "gin"``):
 
 * ``graph.edge_index`` (2, E), ``graph.indptr`` (N+1,), ``graph.indices`` (E',) destination-major CSR with the self
   loop last in each row, ``graph.self_loop`` (E',) bool, ``graph.in_degree``, ``graph.labels``, ``graph.test_index``;
@@ -10,7 +12,9 @@ here. Arrays (N nodes, E in-edges as given, E' = E + N with one self loop per no
   features: both packed layouts ``x_packed.*``, ``x_ap.*``) or per channel (later layers: A2Q's fixed-width input,
   one packed stream ``x_packed_flat`` of that width); ``eps`` (1,); the two per-node learned tensors with both
   packed layouts, the MLP input ``agg_*`` and the hidden activation ``hid_*`` (``_codes``, ``_steps``, ``_bits``,
-  ``_packed.*``, ``_ap.*``; degree-aware tables as ``agg_degree_*`` / ``hid_degree_*``); the weights
+  ``_packed.*``, ``_ap.*``; degree-aware tables as ``agg_degree_*`` / ``hid_degree_*``; a model trained without the
+  hidden quantizer (manifest ``hid_scheme = "fixed"``) has ``hid_codes`` as int16 16-bit fixed point with its
+  calibrated per-node ``hid_steps`` and no packed layouts, which take 1..8 bits); the weights
   ``w1_codes``/``w1_packed``/``w1_steps``, ``bn_scale``, optional ``b1`` (after the folded norm),
   ``w2_codes``/``w2_packed``/``w2_steps``, optional ``b2``; the integer constants of
   :func:`quant.integer_gin.gin_constants` (``coef``, ``agg_mult``/``agg_shift``, ``w1_signed``,
@@ -28,7 +32,7 @@ import numpy as np
 from quant import packing
 from quant.convert_gin import ConvertedGIN
 from quant.integer_gin import QuantizedGIN, QuantizedGINLayer, gin_constants, gin_graph, gin_layer_trace
-from quant.storage import tensor_storage
+from quant.storage import fixed_point_storage, tensor_storage
 
 ARCH = "gin"
 _LAYER_ARRAYS = ("x_codes", "x_steps", "x_bits", "eps", "agg_codes", "agg_steps", "agg_bits", "hid_codes",
@@ -69,7 +73,11 @@ def _layer_arrays(li: int, lay: QuantizedGINLayer, x_codes: np.ndarray, graph: t
     t = gin_layer_trace(lay, x_codes, graph, constants=k)
     a = _input_arrays(p, lay, x_codes)
     a |= feature_arrays(p, t["agg"].astype(np.int8), lay.agg_steps, lay.agg_bits, name="agg")
-    a |= feature_arrays(p, t["hidden"].astype(np.int8), lay.hid_steps, lay.hid_bits, name="hid")
+    if conv.hidden_schemes[li] == "fixed":
+        a |= {p + "hid_codes": t["hidden"].astype(np.int16), p + "hid_steps": lay.hid_steps,
+              p + "hid_bits": lay.hid_bits.astype(np.uint8)}
+    else:
+        a |= feature_arrays(p, t["hidden"].astype(np.int8), lay.hid_steps, lay.hid_bits, name="hid")
     a |= {p + "eps": np.array([lay.eps]), p + "w1_codes": lay.w1_codes,
           p + "w1_packed": packing.pack_codes(lay.w1_codes.reshape(-1), lay.w_bits), p + "w1_steps": lay.w1_steps,
           p + "bn_scale": lay.bn_scale, p + "w2_codes": lay.w2_codes,
@@ -107,12 +115,13 @@ def model_arrays(conv: ConvertedGIN, labels: np.ndarray, test_index: np.ndarray)
         arrays.update(a)
         x_bits = lay.x_bits if lay.x_scheme == "node" else np.full(n, _uniform_width(lay.x_bits, "x_bits"))
         agg_scheme = "degree" if (li, "aggregate") in conv.degree_tables else "node"
-        hid_scheme = "degree" if (li, "hidden") in conv.degree_tables else "node"
+        hid_scheme = conv.hidden_schemes[li]
         for tensor, codes, bits, scheme, w in (("input", h, x_bits, conv.x_schemes[li], None),
                                                ("aggregate", t["agg"], lay.agg_bits, agg_scheme, lay.w1_codes),
                                                ("hidden", t["hidden"], lay.hid_bits, hid_scheme, lay.w2_codes)):
-            storage.append(tensor_storage(codes, bits, conv.edge_index, w, lay.w_bits, layer=li, tensor=tensor,
-                                          x_scheme=scheme))
+            measure = fixed_point_storage if scheme == "fixed" else tensor_storage
+            storage.append(measure(codes, bits, conv.edge_index, w, lay.w_bits, layer=li, tensor=tensor,
+                                   x_scheme=scheme))
         h = t["out"]
         if lay.out_steps is None:
             arrays["logits"] = t["out"] * t["unit"]
@@ -128,7 +137,7 @@ def layers_meta(conv: ConvertedGIN) -> list[dict]:
              "out_dim": int(lay.w2_codes.shape[0]), "relu": lay.relu, "x_scheme": conv.x_schemes[li],
              "x_step_scheme": lay.x_scheme,
              "agg_scheme": "degree" if (li, "aggregate") in conv.degree_tables else "node",
-             "hid_scheme": "degree" if (li, "hidden") in conv.degree_tables else "node", "w_bits": lay.w_bits,
+             "hid_scheme": conv.hidden_schemes[li], "w_bits": lay.w_bits,
              "has_b1": lay.b1 is not None, "has_b2": lay.b2 is not None,
              "agg_bits_histogram": _histogram(lay.agg_bits), "hid_bits_histogram": _histogram(lay.hid_bits),
              "next_layer_codes": li + 1 < num}
@@ -169,8 +178,10 @@ def verify(q) -> None:
         else:
             flat = packing.unpack_codes(q[p + "x_packed_flat"], _uniform_width(lay.x_bits, p + "x_bits"), h.size)
             checks.append(("x_packed_flat", h, flat.reshape(h.shape)))
+        fixed = q.manifest["layers"][li]["hid_scheme"] == "fixed"  # 16-bit fixed point: no packed layouts
         for name, codes in (("agg", t["agg"]), ("hid", t["hidden"])):
-            checks += [(f"{name}_codes", codes, q[p + f"{name}_codes"]), *q.packed_checks(p, codes, name)]
+            checks.append((f"{name}_codes", codes, q[p + f"{name}_codes"]))
+            checks += [] if name == "hid" and fixed else q.packed_checks(p, codes, name)
         checks += [("coef", k.coef, q[p + "coef"]), ("agg_mult", k.agg_mult, q[p + "agg_mult"]),
                    ("w1_signed", k.w1_signed, q[p + "w1_signed"]), ("mid_mult", k.mid_mult, q[p + "mid_mult"]),
                    ("lin2_mult", k.lin2_mult, q[p + "lin2_mult"]), ("psum", t["psum"], q[p + "psum"]),

@@ -19,14 +19,20 @@ in integers, with the widths and the rounding rule of ``quant/FIXED_POINT.md`` (
 3. ``acc1 = agg @ W1'^T`` (int64, saturated to 32 bits) where ``W1'`` is ``W1``'s codes with the sign of the
    batch norm's scale ``alpha_f = gamma_f / sqrt(var_f + eps_bn)`` folded in (codes are symmetric, so negating a
    row is exact); real value ``g_i t1_f |alpha_f| acc1``.
-4. Rescale to the hidden accumulator of unit ``v_i = h_i 2^-frac`` (``h_i``: the hidden quantizer's per-node step)
-   with per-(node, channel) multipliers ``g_i t1_f |alpha_f| / v_i``; add the folded bias
+4. Rescale to the hidden accumulator of unit ``v_i = h_i 2^-fh`` (``h_i``: the hidden quantizer's per-node step;
+   ``fh = frac_bits`` for hidden codes of up to 8 bits, ``frac_bits - 8`` for the 16-bit fixed point below) with
+   per-(node, channel) multipliers ``g_i t1_f |alpha_f| / v_i``; add the folded bias
    ``round((alpha_f b1_f + beta_f - alpha_f mu_f) / v_i)``; saturate at 32 bits; ReLU; hidden codes
-   ``round(acc 2^-frac)`` clamped to the hidden bits.
+   ``round(acc 2^-fh)`` clamped to the hidden bits.
 5. ``acc2 = hid @ W2^T`` (int64, saturated); rescale to the output accumulator of unit ``o 2^-frac`` (``o``: the
    next layer's input step, per channel (1, F_out) or per node (N, 1); the last layer: 1) with multipliers
    ``h_i t2_f / (o 2^-frac)``; add ``round(b2_f / (o 2^-frac))``; saturate; ReLU unless last; next codes
    ``round(acc 2^-frac)`` clamped, or logits ``acc 2^-frac`` for the last layer.
+
+A model trained without the hidden quantizer (the grid's GIN recipe) has a full-precision hidden activation; its
+integer layer is the same with ``hid_bits = HIDDEN_FIXED_BITS`` (16, signed) and per-node steps the converter
+calibrates on the model's own hidden activation (``quant.convert_gin.fixed_point_hidden_steps``): step 5 then
+requantizes to 16-bit fixed point instead of a learned low-bit code.
 
 :func:`gin_layer_reference` is the same layer in float64 with fake-quant. With ``exact_constants=False`` it uses the
 integer path's snapped coefficients and biases; it then equals the integer path exactly when every step, ``|alpha|``
@@ -64,6 +70,7 @@ from quant.integer_gnn import (
 )
 
 STEP_SCHEMES = ("node", "channel")
+HIDDEN_FIXED_BITS = 16  # signed width of the hidden activation of a GIN trained without the hidden quantizer
 
 
 def as_2d(values: np.ndarray, scheme: str) -> np.ndarray:
@@ -79,7 +86,8 @@ class QuantizedGINLayer:
     ``"channel"``. eps: GIN's epsilon (``1 + eps >= 0``). agg_steps, agg_bits (N,): the summed input's quantizer.
     w1_codes (H, F_in) int8, w1_steps (H,): the MLP's first weight. bn_scale (H,): the eval batch norm's
     ``alpha = gamma / sqrt(var + eps_bn)`` (any sign; ones without a norm). b1 (H,) or None: the bias after the norm,
-    ``alpha (b1 - mu) + beta``. hid_steps, hid_bits (N,): the hidden quantizer. w2_codes (F_out, H), w2_steps
+    ``alpha (b1 - mu) + beta``. hid_steps, hid_bits (N,): the hidden quantizer (or the
+    ``HIDDEN_FIXED_BITS`` fixed point of a model without one). w2_codes (F_out, H), w2_steps
     (F_out,), b2 (F_out,) or None: the second linear map. out_steps, out_bits: the next layer's input quantizer,
     (N,) or (F_out,) as ``out_scheme``; None for the last layer (logits).
     """
@@ -150,9 +158,16 @@ class QuantizedGINLayer:
         base = np.array([[self.ref_scale]]) if self.x_scheme == "node" else self.x_steps[None, :]
         return base * 2.0**-self.frac_bits
 
+    @property
+    def hidden_frac_bits(self) -> int:
+        """Fractional bits of the hidden accumulator: ``frac_bits`` for hidden codes of up to 8 bits, one fewer per
+        bit above 8 (16-bit fixed point: ``frac_bits - 8``), so a hidden code plus its fraction keeps the headroom
+        of an 8-bit code (``8 + frac_bits`` bits) in the 32-bit register; clamped at 0."""
+        return max(0, self.frac_bits - max(0, int(self.hid_bits.max(initial=0)) - 8))
+
     def hidden_unit(self) -> np.ndarray:
-        """Real value of one hidden-accumulator LSB, (N, 1): ``h_i 2^-frac``."""
-        return self.hid_steps[:, None] * 2.0**-self.frac_bits
+        """Real value of one hidden-accumulator LSB, (N, 1): ``h_i 2^-hidden_frac_bits``."""
+        return self.hid_steps[:, None] * 2.0**-self.hidden_frac_bits
 
     def out_unit(self) -> np.ndarray:
         """Real value of one output-accumulator LSB: ``o 2^-frac``, (N, 1) or (1, F_out); the last layer (1, 1)."""
@@ -230,13 +245,14 @@ def gin_constants(layer: QuantizedGINLayer, graph: tuple) -> GINConstants:
         layer.agg_steps[:, None] * (layer.w1_steps * np.abs(layer.bn_scale))[None, :] / v)
     o = layer.out_unit()
     lin2_mult, lin2_shift = quantize_multiplier(layer.hid_steps[:, None] * layer.w2_steps[None, :] / o)
-    hid_mult, hid_shift = quantize_multiplier(2.0**-layer.frac_bits)
+    hid_mult, hid_shift = quantize_multiplier(2.0**-layer.hidden_frac_bits)
+    out_mult, out_shift = quantize_multiplier(2.0**-layer.frac_bits)
     return GINConstants(coef=coef, agg_mult=agg_mult, agg_shift=agg_shift,
                         w1_signed=layer.signed_w1().astype(np.int8), mid_mult=mid_mult, mid_shift=mid_shift,
                         bias1_int=None if layer.b1 is None else _bias_int(layer.b1, v), hid_mult=hid_mult,
                         hid_shift=hid_shift, lin2_mult=lin2_mult, lin2_shift=lin2_shift,
                         bias2_int=None if layer.b2 is None else _bias_int(layer.b2, o),
-                        out_mult=hid_mult, out_shift=hid_shift,
+                        out_mult=out_mult, out_shift=out_shift,
                         unit=o * 2.0**layer.frac_bits if layer.out_steps is not None else o)
 
 
@@ -331,5 +347,5 @@ def gin_forward_reference(model: QuantizedGIN, edge_index: np.ndarray, exact_con
                       lambda layer, h: gin_layer_reference(layer, h, graph, exact_constants))
 
 
-__all__ = ["GINConstants", "QuantizedGIN", "QuantizedGINLayer", "as_2d", "gin_constants", "gin_forward_int",
-           "gin_forward_reference", "gin_graph", "gin_layer_reference", "gin_layer_trace"]
+__all__ = ["HIDDEN_FIXED_BITS", "GINConstants", "QuantizedGIN", "QuantizedGINLayer", "as_2d", "gin_constants",
+           "gin_forward_int", "gin_forward_reference", "gin_graph", "gin_layer_reference", "gin_layer_trace"]

@@ -5,8 +5,8 @@ Both take the pipeline's context dict (keys ``dataset``, ``model``, ``seeds``, `
 
 * :func:`step_quantize` trains the A2Q-quantized model (target bits ``ctx["target_bits"]``, default 1.7, A2Q's
   headline Cora setting) on the same seeds, validation-selected; a GIN also quantizes its MLP's hidden activation
-  (``quantize_mlp_hidden``, as A2Q's code), which its integer path and export need; adds ``quant`` (experiment
-  output) and ``quant_run_dir``.
+  (``quantize_mlp_hidden``, as A2Q's code), so that every tensor of its export is low-bit (without it the export
+  carries the hidden activation in 16-bit fixed point); adds ``quant`` (experiment output) and ``quant_run_dir``.
 * :func:`step_export` exports the first seed's model to ``<run_dir>/<dataset>_<model>.qgraph`` (e.g.
   ``cora_gcn.qgraph``), reloads and verifies it, prints accuracy, average bits and bytes; adds ``export_path``.
 """

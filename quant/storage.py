@@ -110,24 +110,48 @@ def measure_storage(*, codes: np.ndarray, bits: np.ndarray, edge_index: np.ndarr
     n, f = codes.shape
     step_size = np.dtype(step_dtype).itemsize
     packed = pack_rows(codes, bits)
-    indptr, indices = csr_arrays(np.asarray(edge_index), n)
+    return StorageReport(
+        feature_bytes=packed.payload_bytes,
+        bits_table_bytes=-(-n // 2),
+        group_table_bytes=(MAX_BITS + 2) * 4,
+        feature_step_bytes=n * step_size,
+        **_weight_and_graph_bytes(w_codes, w_bits, step_size, edge_index, n),
+        fp32_feature_bytes=n * f * 4,
+        avg_bits=float(bits.mean()) if n else 0.0,
+    )
+
+
+def _weight_and_graph_bytes(w_codes: np.ndarray | None, w_bits: int, step_size: int, edge_index: np.ndarray,
+                            num_nodes: int) -> dict[str, int]:
+    """The weight, weight-step, FP32-weight and CSR byte counts of :class:`StorageReport`."""
+    indptr, indices = csr_arrays(np.asarray(edge_index), num_nodes)
     w_bytes = w_step_bytes = fp32_w = 0
     if w_codes is not None:
         w_codes = np.asarray(w_codes, dtype=np.int8)
         w_bytes = int(pack_codes(w_codes.reshape(-1), w_bits).nbytes)
         w_step_bytes = w_codes.shape[0] * step_size
         fp32_w = w_codes.size * 4
+    return {"weight_bytes": w_bytes, "weight_step_bytes": w_step_bytes, "fp32_weight_bytes": fp32_w,
+            "adjacency_bytes": int(indptr.nbytes + indices.nbytes)}
+
+
+def measure_fixed_point(*, codes: np.ndarray, bits: int, edge_index: np.ndarray, w_codes: np.ndarray | None = None,
+                        w_bits: int = 4, step_dtype: np.dtype | type = np.float16) -> StorageReport:
+    """Bytes of a full-precision tensor carried in ``bits``-bit fixed point (one width for every node, so no
+    bitwidth or group table): the (N, F) codes in the smallest signed integer type of that width, per-node steps in
+    ``step_dtype``; weights and graph as :func:`measure_storage`."""
+    codes = np.asarray(codes)
+    n, f = codes.shape
+    word = np.dtype(f"int{max(8, 1 << (int(bits) - 1).bit_length())}")  # 9..16 bits -> int16, 17..32 -> int32
+    step_size = np.dtype(step_dtype).itemsize
     return StorageReport(
-        feature_bytes=packed.payload_bytes,
-        bits_table_bytes=-(-n // 2),
-        group_table_bytes=(MAX_BITS + 2) * 4,
+        feature_bytes=n * f * word.itemsize,
+        bits_table_bytes=0,
+        group_table_bytes=0,
         feature_step_bytes=n * step_size,
-        weight_bytes=w_bytes,
-        weight_step_bytes=w_step_bytes,
-        adjacency_bytes=int(indptr.nbytes + indices.nbytes),
+        **_weight_and_graph_bytes(w_codes, w_bits, step_size, edge_index, n),
         fp32_feature_bytes=n * f * 4,
-        fp32_weight_bytes=fp32_w,
-        avg_bits=float(bits.mean()) if n else 0.0,
+        avg_bits=float(bits),
     )
 
 
@@ -153,3 +177,15 @@ def tensor_storage(codes: np.ndarray, bits: np.ndarray, edge_index: np.ndarray, 
     codes8 = np.asarray(codes, dtype=np.int8)
     rep = measure_storage(codes=codes8, bits=bits, edge_index=edge_index, w_codes=w_codes, w_bits=w_bits)
     return {**labels, **rep.to_dict(), "adaptive_package": measure_adaptive_package(codes8, bits)}
+
+
+def fixed_point_storage(codes: np.ndarray, bits: np.ndarray, edge_index: np.ndarray,
+                        w_codes: np.ndarray | None = None, w_bits: int = 4, **labels) -> dict:
+    """:func:`tensor_storage`'s row for a fixed-point tensor (:func:`measure_fixed_point`; ``bits`` (N,) all equal).
+    It has no Adaptive-Package stream (1..8-bit codes only): ``adaptive_package`` is None."""
+    widths = np.unique(np.asarray(bits))
+    if widths.size != 1:
+        raise ValueError(f"fixed_point_storage: a fixed-point tensor has one width; got {widths.tolist()}")
+    rep = measure_fixed_point(codes=codes, bits=int(widths[0]), edge_index=edge_index, w_codes=w_codes,
+                              w_bits=w_bits)
+    return {**labels, **rep.to_dict(), "adaptive_package": None}

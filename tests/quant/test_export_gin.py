@@ -50,6 +50,27 @@ def test_round_trip_recomputes_bit_exactly(exported):
     assert st["learned_feature_bytes"] < st["learned_fp32_feature_bytes"]  # the per-node tensors are the learned ones
 
 
+def test_fixed_point_hidden_round_trip_and_tampering(tmp_path):
+    graph = _gin_tests.tiny_graph(5)
+    model = _gin_tests.quantized_gin(graph, "a2q", seed=5, quantize_mlp_hidden=False)
+    q = load(export_model(model, graph, tmp_path / "fixed.qgraph"))
+    q.verify()
+    assert [lay["hid_scheme"] for lay in q.manifest["layers"]] == ["fixed", "fixed"]
+    assert q["layer1.hid_codes"].dtype == np.int16 and np.abs(q["layer1.hid_codes"]).max() == 2**15 - 1
+    outs, logits = gin_forward_int(export_gin.integer_model(q), q["graph.edge_index"])
+    np.testing.assert_array_equal(logits, q["logits"])
+    st = q.manifest["metrics"]["storage"]
+    hidden = [r for r in st["layers"] if r["tensor"] == "hidden"]
+    assert [(r["x_scheme"], r["avg_bits"], r["bits_table_bytes"]) for r in hidden] == [("fixed", 16.0, 0)] * 2
+    assert all(r["feature_bytes"] == q["layer0.hid_codes"].size * 2 for r in hidden)
+    assert st["learned_avg_bits_with_sign"] < 8  # the fixed-point hidden is not a learned bitwidth
+    meta = {k: v for k, v in q.manifest.items() if k not in ("format", "schema_version", "arrays")}
+    arrays = {k: np.array(v) for k, v in q.arrays.items()}
+    arrays["layer0.hid_codes"].flat[5] += 1
+    with pytest.raises(ExportError, match="'layer0.hid_codes'"):
+        load(write_qgraph(tmp_path / "bad.qgraph", arrays, meta)).verify()
+
+
 def test_tampered_or_incomplete_exports_name_the_array(exported, tmp_path):
     q = load(exported[0])
     meta = {k: v for k, v in q.manifest.items() if k not in ("format", "schema_version", "arrays")}
@@ -80,30 +101,32 @@ def test_gcn_consumers_refuse_a_gin_export(exported, capsys):
     assert capsys.readouterr().out.count("skipped") == 2 and "simulation" not in ctx
 
 
-def test_cli_exports_a_trained_gin_run_and_explains_a_missing_hidden_quantizer(tmp_path):
+def test_cli_exports_trained_gin_runs_with_and_without_the_hidden_quantizer(tmp_path):
     root = Path(__file__).resolve().parents[2]
 
-    def train(run, *extra):
+    def train_and_export(name, *extra):
+        run, out = tmp_path / name, tmp_path / f"{name}.qgraph"
         cmd = [sys.executable, "-m", "gnn.train", "--dataset", "cora", "--model", "gin", "--quant", "a2q",
                "--target-bits", "4", "--seeds", "1", "--epochs", "3", "--run-dir", str(run), "--no-progress", *extra]
         subprocess.run(cmd, cwd=root, check=True, capture_output=True)
+        res = subprocess.run([sys.executable, "-m", "quant.export", "--run", str(run), "--out", str(out)], cwd=root,
+                             capture_output=True, text=True)
+        assert res.returncode == 0, res.stderr
+        assert "cora gin (a2q)" in res.stdout and "integer path" in res.stdout
+        q = load(out)
+        q.verify()
+        assert json.loads((out / "manifest.json").read_text())["model"]["arch"] == "gin"
+        assert q["layer0.x_codes"].shape == (2708, 1433) and q["logits"].shape == (2708, 7)
+        return q
 
-    def export(run, out):
-        return subprocess.run([sys.executable, "-m", "quant.export", "--run", str(run), "--out", str(out)], cwd=root,
-                              capture_output=True, text=True)
-
-    train(tmp_path / "plain")
-    res = export(tmp_path / "plain", tmp_path / "plain.qgraph")
-    assert res.returncode != 0 and "--quantize-mlp-hidden" in res.stderr
-    assert not (tmp_path / "plain.qgraph").exists()
-    train(tmp_path / "run", "--quantize-mlp-hidden")
-    out = tmp_path / "cora_gin.qgraph"
-    res = export(tmp_path / "run", out)
-    assert res.returncode == 0, res.stderr
-    assert "cora gin (a2q)" in res.stdout and "integer path" in res.stdout
-    q = load(out)
-    assert json.loads((out / "manifest.json").read_text())["model"]["arch"] == "gin"
-    assert q["layer0.x_codes"].shape == (2708, 1433) and q["logits"].shape == (2708, 7)
+    plain = train_and_export("plain")  # the grid's recipe: hidden activation in 16-bit fixed point
+    assert [lay["hid_scheme"] for lay in plain.manifest["layers"]] == ["fixed", "fixed"]
+    assert plain["layer0.hid_codes"].dtype == np.int16 and "layer0.hid_packed.payload" not in plain.arrays
+    hidden_rows = [r for r in plain.manifest["metrics"]["storage"]["layers"] if r["tensor"] == "hidden"]
+    assert all(r["feature_bytes"] == 2 * 2708 * plain["layer0.w1_codes"].shape[0] for r in hidden_rows)
+    quantized = train_and_export("run", "--quantize-mlp-hidden")
+    assert [lay["hid_scheme"] for lay in quantized.manifest["layers"]] == ["node", "node"]
+    assert "layer0.hid_packed.payload" in quantized.arrays
 
 
 def test_pipeline_quantizes_the_gin_hidden_activation_and_exports(tmp_path, capsys):

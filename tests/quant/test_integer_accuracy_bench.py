@@ -31,6 +31,18 @@ def test_summary_and_table():
     assert "-0.07 +- 0.31" in row and "0.40" in row and "99.00 %" in row and "`cmd`" in row
 
 
+def test_gin_cells_name_their_hidden_activation_and_merge_apart():
+    runs = [run(0, 0.7, 0.7)]
+    fixed = integer_accuracy.summarize_cell("cora", "gin", "a2q", 1.7, 25.0, runs, "fixed")
+    old = {k: v for k, v in integer_accuracy.summarize_cell("cora", "gin", "a2q", 1.7, 25.0, runs).items()
+           if k != "gin_hidden"}  # a cell written before gin_hidden existed: trained with the hidden quantizer
+    key = ("dataset", "model", "method", "target_bits", "penalty_weight", "gin_hidden")
+    assert integer_accuracy.cell_key(old, key)[-1] == "quantized" != integer_accuracy.cell_key(fixed, key)[-1]
+    lines = make_results.render_integer_accuracy({"cells": [old, fixed]})
+    assert any(line.startswith("| cora | gin (quantized hidden) |") for line in lines)
+    assert any(line.startswith("| cora | gin (16-bit hidden) |") for line in lines)
+
+
 def test_integer_logits_refuse_a_model_without_an_integer_path():
     from gnn.models import ModelConfig, build_model
 

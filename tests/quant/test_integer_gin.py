@@ -12,9 +12,10 @@ import torch
 from gnn.models import ModelConfig, build_model
 from gnn.ops import in_degree
 from quant.api import QuantConfig, quantize_
-from quant.convert_gin import to_quantized_gin
+from quant.convert_gin import fixed_point_hidden_steps, to_quantized_gin
 from quant.degree_aware import degree_bucket
 from quant.integer_gin import (
+    HIDDEN_FIXED_BITS,
     QuantizedGIN,
     QuantizedGINLayer,
     gin_forward_int,
@@ -84,6 +85,53 @@ def test_integer_path_agrees_with_fake_quant():
         fake = model(d.x, d.edge_index).numpy()
     assert np.mean(logits_i.argmax(1) == fake.argmax(1)) >= 0.95
     assert np.abs(logits_i - logits_r).max() < 0.05 * np.abs(logits_r).max()
+
+
+@pytest.mark.parametrize("method", ["a2q", "degree-aware"])
+def test_without_hidden_quantizer_the_hidden_activation_is_16_bit_fixed_point(method):
+    """A GIN trained without the hidden quantizer (the grid's recipe): the converter calibrates per-node 16-bit steps
+    on the model's own hidden activation; the float64 reference equals the torch model with exactly that fixed point
+    inserted, and the integer path stays within one step of it."""
+    graph = tiny_graph(2)
+    d = graph.data
+    model = quantized_gin(graph, method, seed=2, layers=3, quantize_mlp_hidden=False).double()
+    x = d.x.double()
+    conv = to_quantized_gin(model, x, d.edge_index)
+    assert conv.hidden_schemes == ("fixed",) * 3
+    captured = {}
+    for li, c in enumerate(model.convs):
+        c.mlp[3].register_forward_hook(lambda _m, inp, _o, li=li: captured.__setitem__(li, inp[0].numpy().copy()))
+    with torch.no_grad():
+        plain = model(x, d.edge_index).numpy()
+    for li, layer in enumerate(conv.model.layers):
+        assert np.all(layer.hid_bits == HIDDEN_FIXED_BITS) and layer.hidden_frac_bits == layer.frac_bits - 8
+        np.testing.assert_allclose(layer.hid_steps, fixed_point_hidden_steps(captured[li]), rtol=0)
+        row_max = captured[li].max(axis=1)
+        np.testing.assert_allclose(row_max[row_max > 0] / layer.hid_steps[row_max > 0], 2**15 - 1, rtol=1e-12)
+
+    def fixed_point(li):  # the torch model with the integer path's hidden rounding inserted
+        s = torch.as_tensor(conv.model.layers[li].hid_steps)[:, None]
+        return lambda _m, _inp, out: torch.clamp(torch.round(out / s), -(2**15 - 1), 2**15 - 1) * s
+
+    for li, c in enumerate(model.convs):
+        c.mlp[3]._forward_hooks.clear()
+        c.mlp[3].register_forward_hook(fixed_point(li))
+    with torch.no_grad():
+        want = model(x, d.edge_index).numpy()
+    _, got = gin_forward_reference(conv.model, conv.edge_index, exact_constants=True)
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+    assert np.abs(got - plain).max() < 1e-3 * np.abs(plain).max()  # 16 bits: close to the unrounded model
+    outs_i, logits_i = gin_forward_int(conv.model, conv.edge_index, on_overflow="raise")
+    outs_r, _ = gin_forward_reference(conv.model, conv.edge_index, exact_constants=True)
+    assert np.abs(outs_i[0] - outs_r[0]).max() <= 1 and np.mean(logits_i.argmax(1) == plain.argmax(1)) >= 0.95
+    trace = gin_layer_trace(conv.model.layers[0], conv.model.x_codes, gin_graph(conv.edge_index, d.num_nodes))
+    assert trace["hidden"].max() > 2**14  # codes really use the 16-bit range
+
+
+def test_fixed_point_hidden_steps():
+    z = np.array([[0.0, 0.0], [3.0, 1.0], [0.5, 2.0**-20]])
+    np.testing.assert_allclose(fixed_point_hidden_steps(z), [1.0, 3.0 / 32767, 0.5 / 32767])
+    np.testing.assert_allclose(fixed_point_hidden_steps(z, bits=4), [1.0, 3.0 / 7, 0.5 / 7])
 
 
 def _pow2(rng, size, lo, hi, signed=False):
@@ -156,8 +204,11 @@ def test_saturation_is_reported_on_request():
 def test_rejects_unconvertible_models_and_bad_layers():
     graph = tiny_graph()
     d = graph.data
-    with pytest.raises(ValueError, match="--quantize-mlp-hidden"):
-        to_quantized_gin(quantized_gin(graph, quantize_mlp_hidden=False), d.x, d.edge_index)
+    no_norm = quantized_gin(graph, quantize_mlp_hidden=False)
+    for conv in no_norm.convs:
+        conv.mlp[1] = torch.nn.Identity()
+    with pytest.raises(ValueError, match="eval forward"):  # dropout would change the calibrated hidden activation
+        to_quantized_gin(no_norm.train(), d.x, d.edge_index)
     sage = build_model(ModelConfig(arch="sage", in_dim=F_IN, out_dim=C))
     quantize_(sage, QuantConfig(method="a2q"), d)
     with pytest.raises(ValueError, match="takes arch='gin'"):
@@ -187,9 +238,11 @@ def test_rejects_unconvertible_models_and_bad_layers():
 
 
 @pytest.mark.slow
-def test_cora_integer_accuracy_within_0p3_points_of_fake_quant(cora):
-    """Real short A2Q training of a GIN (hidden activation quantized) on Cora, conversion, and the issue's target."""
+@pytest.mark.parametrize("quantize_mlp_hidden", [True, False])
+def test_cora_integer_accuracy_within_0p3_points_of_fake_quant(cora, quantize_mlp_hidden):
+    """Real short A2Q training of a GIN (hidden activation quantized, or 16-bit fixed point) on Cora, conversion, and
+    the issue's target."""
     acc_fake, acc_int = _convert_tests.cora_integer_and_fake_accuracy(cora, "gin", to_quantized_gin, gin_forward_int,
-                                                                      quantize_mlp_hidden=True)
+                                                                      quantize_mlp_hidden=quantize_mlp_hidden)
     assert acc_fake > 0.6  # a trained model, not chance
     assert abs(acc_int - acc_fake) <= 0.003, (acc_fake, acc_int)

@@ -66,3 +66,23 @@ def test_measure_adaptive_package_hand_computed():
     assert m["boundary_bytes"] == 4 + 4 + 1  # first_node u32, first_value u32, num_values u8 per package
     assert m["total_bytes"] == 20 and m["packages_64"] == 1 and m["packages_192"] == 0
     assert m["bits_per_code"] == pytest.approx(8 * 20 / 9)
+
+
+def test_fixed_point_storage_counts_whole_words_and_no_bitwidth_tables():
+    from quant.storage import fixed_point_storage, measure_fixed_point
+
+    codes = np.arange(-6, 6).reshape(4, 3)
+    ei = np.array([[0, 1, 2], [1, 2, 3]])
+    w = np.ones((2, 3), np.int8)
+    r = measure_fixed_point(codes=codes, bits=16, edge_index=ei, w_codes=w, w_bits=4)
+    assert r.feature_bytes == 4 * 3 * 2 and r.bits_table_bytes == r.group_table_bytes == 0
+    assert r.feature_step_bytes == 4 * 2 and r.avg_bits == 16.0
+    plain = measure_storage(codes=np.zeros((4, 3), np.int8), bits=np.full(4, 4), edge_index=ei, w_codes=w, w_bits=4)
+    assert (r.weight_bytes, r.weight_step_bytes, r.adjacency_bytes) == (plain.weight_bytes, plain.weight_step_bytes,
+                                                                        plain.adjacency_bytes)
+    assert measure_fixed_point(codes=codes, bits=12, edge_index=ei).feature_bytes == 24  # 12 bits: int16 words
+    assert measure_fixed_point(codes=codes, bits=17, edge_index=ei).feature_bytes == 48  # int32 words
+    row = fixed_point_storage(codes, np.full(4, 16), ei, w, 4, layer=0, tensor="hidden", x_scheme="fixed")
+    assert row["tensor"] == "hidden" and row["feature_bytes"] == 24 and row["adaptive_package"] is None
+    with pytest.raises(ValueError, match="one width"):
+        fixed_point_storage(codes, np.array([16, 16, 8, 16]), ei)
