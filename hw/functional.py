@@ -1,15 +1,17 @@
 """Functional check run with every simulation: the stream the model moves decodes to the codes it was given,
-and the golden integer layer (:func:`quant.integer_gnn.gcn_layer_int`) on those decoded codes reproduces the
-workload's reference outputs bit for bit. A mismatch raises :class:`FunctionalMismatch` naming layer, node and
-feature. Layers whose integer product needs more than ``max_macs`` multiply-accumulates (non-zero codes x F_out:
-:func:`quant.integer_gnn.int_matmul` skips zero codes, but numpy's int64 matmul has no BLAS and ~1 GMAC takes
-seconds) are checked on the stream only; the mode used per layer is returned and reported.
+and the golden integer layer (:func:`quant.integer_gnn.gcn_layer_int`; GIN and GraphSAGE layers: their golden
+models, ``hw.aggregate_first``, also matching every combination pass's input codes) on those decoded codes
+reproduces the workload's reference outputs bit for bit. A mismatch raises :class:`FunctionalMismatch` naming
+layer, node and feature. Layers whose integer product needs more than ``max_macs`` multiply-accumulates
+(non-zero codes x F_out: :func:`quant.integer_gnn.int_matmul` skips zero codes, but numpy's int64 matmul has no
+BLAS and ~1 GMAC takes seconds) are checked on the stream only; the mode used per layer is returned and reported.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from hw.aggregate_first import AggregateFirstLayer, golden_graph, golden_trace, pass_inputs
 from hw.layout import FeatureLayout
 from quant.adaptive_package import decode
 from quant.integer_gnn import gcn_graph, gcn_layer_int, int_matmul_macs
@@ -29,17 +31,40 @@ def _first_diff(got: np.ndarray, want: np.ndarray, what: str, layer: int) -> Non
                                  f"reference {want[i, f]} ({bad.shape[0]} mismatches)")
 
 
+def _decoded_input(lt, layout: FeatureLayout | None, li: int) -> np.ndarray:
+    """The layer's input codes as the simulated stream holds them (its Adaptive-Package packages decoded)."""
+    if layout is None or layout.packages is None:
+        return lt.x_codes
+    codes = decode(layout.packages)
+    _first_diff(codes, lt.x_codes, "decoded Adaptive-Package input", li)
+    return codes
+
+
+def _check_aggregate_first(workload, lt, codes: np.ndarray, li: int, max_macs: float) -> str:
+    """A GIN / GraphSAGE layer: the golden trace on the decoded input reproduces every pass's input codes and the
+    output (``hw.aggregate_first``)."""
+    if sum(int_matmul_macs(cp.codes, cp.f_out) for cp in lt.passes) > max_macs:
+        return "stream"
+    graph = golden_graph(lt.arch, workload.edge_index, workload.num_nodes)
+    trace = golden_trace(lt, codes, graph)
+    for cp, want in zip(lt.passes, pass_inputs(lt, trace, codes), strict=True):
+        _first_diff(np.asarray(want), cp.codes, f"input of combination pass '{cp.name}' ({lt.arch} golden model)", li)
+    _first_diff(np.asarray(trace["out"]), lt.out_codes, f"integer output (quant.integer_{lt.arch})", li)
+    return "bit-exact"
+
+
 def check_workload(workload, layouts: list[FeatureLayout | None] | None = None, max_macs: float = 1e9
                    ) -> list[str]:
     """Check every layer; ``layouts[l]`` = the simulated input layout of layer ``l`` (its AP stream is decoded)."""
-    graph = gcn_graph(workload.edge_index, workload.num_nodes)
     modes = []
+    if workload.layers and isinstance(workload.layers[0], AggregateFirstLayer):
+        for li, lt in enumerate(workload.layers):
+            codes = _decoded_input(lt, layouts[li] if layouts else None, li)
+            modes.append(_check_aggregate_first(workload, lt, codes, li, max_macs))
+        return modes
+    graph = gcn_graph(workload.edge_index, workload.num_nodes)
     for li, (lay, lt) in enumerate(zip(workload.model.layers, workload.layers, strict=False)):
-        codes = lt.x_codes
-        ap = layouts[li].packages if layouts and layouts[li] is not None else None
-        if ap is not None:
-            codes = decode(ap)
-            _first_diff(codes, lt.x_codes, "decoded Adaptive-Package input", li)
+        codes = _decoded_input(lt, layouts[li] if layouts else None, li)
         if int_matmul_macs(codes, lay.w_codes.shape[0]) > max_macs:
             modes.append("stream")
             continue

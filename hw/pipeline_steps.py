@@ -11,14 +11,16 @@ from hw.report import run_simulation
 from hw.simulate import summary
 from hw.workload import workload_from_export
 
+SIMULATED_MODELS = ("gcn", "gin", "sage")
+
 
 def step_simulate(ctx: dict) -> None:
     if "export_path" not in ctx:
         raise RuntimeError("step simulate needs the export step's output (ctx['export_path']); run --steps "
                            "train,quantize,export,simulate")
-    if ctx.get("model", "gcn") != "gcn":
-        print(f"   skipped: the accelerator model simulates GCN layers (model={ctx['model']!r}); the export holds "
-              "its integer golden model")
+    if ctx.get("model", "gcn") not in SIMULATED_MODELS:
+        print(f"   skipped: the accelerator model simulates {', '.join(SIMULATED_MODELS)} layers "
+              f"(model={ctx['model']!r}); the export holds its integer golden model")
         return
     workload = workload_from_export(str(ctx["export_path"]))
     results = {arch: run_simulation(workload, preset(arch), check=True) for arch in ("mega", "hygcn")}

@@ -48,7 +48,7 @@ def run_simulation(workload, cfg: AcceleratorConfig, check: bool = True, max_che
     return {
         "workload": {"name": workload.name, "num_nodes": workload.num_nodes, "num_edges": workload.num_edges,
                      "bits_source": workload.bits_source,
-                     "layers": [list(lt.x_codes.shape) + [lt.xw_codes.shape[1]] for lt in workload.layers]},
+                     "layers": [lt.dims for lt in workload.layers]},
         "arch": cfg.name,
         "total_cycles": total,
         "latency_us": total / (cfg.clock_ghz * 1e3),

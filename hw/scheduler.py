@@ -8,8 +8,10 @@ Combination-first (MEGA, GCNAX), per layer:
 * phase A over destination tiles: ``load_a`` (edges, the tile's own XW block, cross-tile sources by the
   configured policy) -> ``decoder`` -> ``aggregation`` -> ``writeback_a`` (next layer's feature stream).
 
-Aggregation-first (HyGCN): one pipeline per layer, ``load_a`` (edges + X rows) -> ``aggregation`` ->
-``combination`` -> ``writeback_a``. Engines overlap across phases and layers: an aggregation tile waits only
+Aggregation-first (HyGCN's GCN layers; GIN and GraphSAGE layers on every preset, ``hw.aggregate_first``): one
+pipeline per layer, ``load_a`` (edges + X rows) -> (``decoder`` for a packed GIN / GraphSAGE input) ->
+``aggregation`` -> ``combination`` (GIN / GraphSAGE: every integer matmul of the layer, back to back) ->
+``writeback_a``. Engines overlap across phases and layers: an aggregation tile waits only
 for the combination tiles its sources live in; a combination tile of the next layer waits only for the
 aggregation of its own nodes. Tiles = ``tile_nodes`` consecutive nodes, sized so that the tile's partial sums
 fill at most half of the aggregation buffer (double buffering).
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from hw.aggregate_first import pass_bit_work
 from hw.aggregation import aggregation_cycles
 from hw.buffer import Buffer
 from hw.combination import bitserial_cycles, mac_cycles
@@ -29,6 +32,7 @@ from hw.dram import AddressMap, DRAMChannel
 from hw.layout import FeatureLayout, feature_layout
 from hw.pipeline import Stage, StageStats, run_pipeline
 from hw.timing import requant_cycles
+from hw.workload import LayerTensors
 
 STAGES = ("load_x", "decoder", "combination", "writeback_c", "condense", "reread", "load_a", "aggregation",
           "writeback_a")
@@ -80,7 +84,8 @@ class Simulator:
     def run(self, workload) -> float:
         prev = None  # (tile_nodes, end cycle per tile) of the previous layer's output
         for li, lt in enumerate(workload.layers):
-            layer = self._layer_comb_first if self.cfg.order == "combination_first" else self._layer_agg_first
+            comb_first = self.cfg.order == "combination_first" and isinstance(lt, LayerTensors)
+            layer = self._layer_comb_first if comb_first else self._layer_agg_first
             prev = layer(workload, li, lt, prev)
             self.layer_cycles.append(max(prev[1]))
         return max(self.layer_cycles)
@@ -103,7 +108,10 @@ class Simulator:
 
     def _weights(self, lt, f_in: int, f_out: int) -> tuple[int, bool]:
         w_bits = 32 if self.cfg.feature_bits_override == 32 else lt.w_bits
-        nbytes = -(-f_in * f_out * w_bits // 8)
+        if isinstance(lt, LayerTensors):
+            nbytes = -(-f_in * f_out * w_bits // 8)
+        else:  # every combination pass's weight
+            nbytes = sum(-(-cp.codes.shape[1] * cp.f_out * w_bits // 8) for cp in lt.passes)
         return nbytes, nbytes <= self.buffers["weight"].capacity
 
     def _layer_comb_first(self, wl, li: int, lt, prev_ready) -> list[float]:
@@ -274,11 +282,24 @@ class Simulator:
                    ("writeback_a", writeback_a)]]
         return tn, run_pipeline(stages, nt, a_ready)[-1]
 
+    def _pass_cost(self, cp, rows: int, bit_work: int) -> tuple[float, int]:
+        """(cycles, work items) of one combination pass over a tile of ``rows`` nodes: bit-serial over the pass's
+        ``bit_work`` (sum of the bits of its non-zero input codes) or a dense MAC array."""
+        cfg = self.cfg
+        if cfg.comb_bit_serial:
+            self.ops["bit_cycles"] += bit_work * cp.f_out
+            return bitserial_cycles(cfg, bit_work, cp.f_out), bit_work
+        macs = rows * cp.codes.shape[1] * cp.f_out
+        self.ops["macs"] += macs
+        return mac_cycles(cfg, rows, cp.codes.shape[1], cp.f_out), macs
+
     def _layer_agg_first(self, wl, li: int, lt, prev_ready) -> tuple[int, list[float]]:
-        """HyGCN: aggregate X rows of the sources (window sliding = only referenced rows), then combine."""
+        """Aggregate X rows of the sources (window sliding = only referenced rows), then combine: HyGCN's GCN layer
+        (one dense matmul of the aggregated rows), or a GIN / GraphSAGE layer (``hw.aggregate_first``: every
+        preset; its combination passes on the preset's engine, its input stream decoded when packed)."""
         cfg, st, dram, buf = self.cfg, self.stats, self.dram, self.buffers
-        n, f_in = lt.x_codes.shape
-        f_out = lt.xw_codes.shape[1]
+        n, f_in, f_out = lt.dims
+        gcn = isinstance(lt, LayerTensors)
         tn = tile_nodes(cfg, f_in)
         starts = np.arange(0, n, tn)
         nt = starts.size
@@ -294,6 +315,10 @@ class Simulator:
         src = wl.indices
         beats_t = np.add.reduceat(np.maximum(np.diff(wl.indptr), 1), starts) * -(-f_in // cfg.agg_lanes)
         bounds = [(int(a), int(min(n, a + tn))) for a in starts]
+        passes = () if gcn else lt.passes
+        pass_work = [np.add.reduceat(pass_bit_work(cp, cfg.feature_bits_override), starts)  # (T,) per pass
+                     for cp in passes]
+        dec_x = np.add.reduceat(xl.decode_work, starts)
 
         def load_a(d: int, s: float) -> float:
             lo, hi = bounds[d]
@@ -312,6 +337,13 @@ class Simulator:
                                                   write=False, tensor="x.rows"))
             return done
 
+        def decode(d: int, s: float) -> float:  # the tile's own block; source rows are decoded on the fly
+            nbytes = sum(int(v[2][d]) for v in x_reg.values())
+            buf["input"].read(nbytes)
+            self.ops["codec_bytes"] += nbytes
+            st["decoder"].work_items += int(dec_x[d])
+            return s + decode_cycles(int(dec_x[d]), cfg.num_decoders)
+
         def aggregate(d: int, s: float) -> float:
             lo, hi = bounds[d]
             acc = int(wl.indptr[hi] - wl.indptr[lo]) * f_in
@@ -324,15 +356,41 @@ class Simulator:
         def combine(d: int, s: float) -> float:
             lo, hi = bounds[d]
             buf["weight"].read(w_bytes)
-            self.ops["macs"] += (hi - lo) * f_in * f_out
-            st["combination"].work_items += (hi - lo) * f_in * f_out
-            return s + mac_cycles(cfg, hi - lo, f_in, f_out)
+            if gcn:
+                self.ops["macs"] += (hi - lo) * f_in * f_out
+                st["combination"].work_items += (hi - lo) * f_in * f_out
+                return s + mac_cycles(cfg, hi - lo, f_in, f_out)
+            end = s
+            for cp, work in zip(passes, pass_work, strict=True):  # passes run back to back on the engine
+                cycles, items = self._pass_cost(cp, hi - lo, int(work[d]))
+                st["combination"].work_items += items
+                end += cycles
+                if cp.requant_after:  # e.g. GIN's hidden activation between W1 and W2
+                    end += requant_cycles((hi - lo) * cp.f_out) // cfg.num_requant_units
+            return end
 
         def writeback_a(d: int, s: float) -> float:
-            return self._stream(s, f"L{li}.out", out_reg, d, write=True)[0]
+            done = self._stream(s, f"L{li}.out", out_reg, d, write=True)[0]
+            if gcn:
+                return done
+            lo, hi = bounds[d]
+            return max(done, s + requant_cycles((hi - lo) * f_out) // cfg.num_requant_units)
 
-        stages = [Stage(name=k, stats=st[k], service=f) for k, f in
-                  [("load_a", load_a), ("aggregation", aggregate), ("combination", combine),
-                   ("writeback_a", writeback_a)]]
-        ready = [max(prev_ready[1])] * nt if prev_ready is not None else [0.0] * nt  # needs X rows of any node
+        steps = [("load_a", load_a), ("aggregation", aggregate), ("combination", combine), ("writeback_a", writeback_a)]
+        if not gcn and cfg.feature_format != "dense":
+            steps.insert(1, ("decoder", decode))
+        stages = [Stage(name=k, stats=st[k], service=f) for k, f in steps]
+        if gcn:  # HyGCN's GCN layer waits for the whole previous layer (X rows of any node)
+            ready = [max(prev_ready[1])] * nt if prev_ready is not None else [0.0] * nt
+        else:  # a tile waits for the previous layer's tiles holding its own and its sources' rows
+            ready = [self._sources_ready(prev_ready, wl, lo, hi) for lo, hi in bounds]
         return tn, run_pipeline(stages, nt, ready)[-1]
+
+    @staticmethod
+    def _sources_ready(prev, wl, lo: int, hi: int) -> float:
+        """When the previous layer has written the rows of nodes ``lo..hi-1`` and of their sources (0 if first)."""
+        if prev is None:
+            return 0.0
+        ptn, ends = prev
+        nodes = np.concatenate([np.arange(lo, hi), wl.indices[wl.indptr[lo]:wl.indptr[hi]]])
+        return max(ends[k] for k in np.unique(nodes // ptn).tolist())

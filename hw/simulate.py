@@ -1,5 +1,8 @@
 """``python -m hw.simulate <export-or-dataset> --arch mega|hygcn|gcnax [--config my_arch.toml]``.
 
+GCN, GIN and GraphSAGE exports simulate layer by layer (GIN and GraphSAGE aggregation-first on every preset, because
+their golden models aggregate the quantized input: ``hw/aggregate_first.py``); a GAT export is refused.
+
 A graph-transformer export (``quant.export_transformer``) is reported tensor by tensor instead: DRAM bytes per
 layout and decoder cycles (``hw.tensor_traffic``).
 
@@ -58,11 +61,11 @@ def main(argv: list[str] | None = None) -> dict:
         from quant.export import load
 
         q = load(args.workload)
-        if q.arch in ("sage", "gin", "gat"):
-            name, mod = {"sage": ("GraphSAGE", "sage"), "gin": ("GIN", "gin"), "gat": ("GAT", "gat")}[q.arch]
-            sys.exit(f"error: {args.workload} is a {name} export; the accelerator model simulates GCN layers "
-                     f"(MEGA's dataflow). Its integer golden model runs with quant.export_{mod}.integer_model and "
-                     f"quant.integer_{mod}.{mod}_forward_int; export a GCN run to simulate it")
+        if q.arch == "gat":
+            sys.exit(f"error: {args.workload} is a GAT export; the accelerator model simulates GCN, GIN and GraphSAGE "
+                     "layers (attention needs a softmax unit it does not model). Its integer golden model runs with "
+                     "quant.export_gat.integer_model and quant.integer_gat.gat_forward_int; export a GCN, GIN or "
+                     "GraphSAGE run to simulate it")
         if q.is_graph_transformer:  # tensors only: memory and decoder traffic, no GCN layer to simulate
             from hw.tensor_traffic import feature_traffic, format_rows
 

@@ -22,10 +22,12 @@ from pathlib import Path
 
 import numpy as np
 
+from hw.aggregate_first import gin_layers, golden_graph, sage_layers
 from quant.fixed_point import code_limit
 from quant.integer_gnn import QuantizedGCN, QuantizedGCNLayer, fake_quant, gcn_forward_reference, gcn_graph
 
 BITS_RULE = "degree-rule: bits = clip(2 + floor(log2(1 + in_degree)), 2, 8)"
+AGGREGATE_FIRST = {"gin": ("GIN", gin_layers), "sage": ("GraphSAGE", sage_layers)}  # export arch -> layers
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,18 +43,25 @@ class LayerTensors:
     out_bits: np.ndarray | None
     w_bits: int
 
+    @property
+    def dims(self) -> list[int]:
+        """[N, F_in, F_out]."""
+        return [*self.x_codes.shape, int(self.xw_codes.shape[1])]
+
 
 @dataclass(frozen=True, kw_only=True)
 class Workload:
-    """A graph (GCN edges with self loops, destination-major CSR) and its layers."""
+    """A graph (destination-major CSR of the edges the layers aggregate: GCN and GIN with a self loop per node,
+    GraphSAGE without) and its layers: :class:`LayerTensors` (GCN) or :class:`hw.aggregate_first.AggregateFirstLayer`
+    (GIN, GraphSAGE); ``model`` is the integer golden model they come from."""
 
     name: str
     bits_source: str
     indptr: np.ndarray
     indices: np.ndarray
-    model: QuantizedGCN
+    model: object
     edge_index: np.ndarray
-    layers: tuple[LayerTensors, ...]
+    layers: tuple
 
     @property
     def num_nodes(self) -> int:
@@ -202,7 +211,9 @@ def workload_from_graph(name: str, hidden: int = 128, num_classes: int = 16, see
 def workload_from_export(source) -> Workload:
     """Workload of a quantized ``.qgraph`` export (a path, read with ``quant.export.load``, or an already loaded
     ``QGraph``; learned bits). Reference outputs are the exported ``layer<l>.out`` arrays; XW codes the exported
-    ``layer<l>.xw_codes``. Per-channel XW bitwidths are widened to per-node rows (see ``node_xw_bits``)."""
+    ``layer<l>.xw_codes``. Per-channel XW bitwidths are widened to per-node rows (see ``node_xw_bits``). GIN and
+    GraphSAGE exports give aggregation-first layers (:mod:`hw.aggregate_first`); GAT and graph-transformer exports
+    are refused."""
     if isinstance(source, str | Path):
         try:
             from quant.export import load
@@ -213,6 +224,9 @@ def workload_from_export(source) -> Workload:
         q, path = load(source), Path(source)
     else:
         q, path = source, Path(source.path)
+    name = str(q.manifest.get("name", Path(path).stem))
+    if q.arch in AGGREGATE_FIRST:
+        return _aggregate_first_workload(q, name)
     model = q.to_quantized_gcn()
     n = model.x_codes.shape[0]
 
@@ -229,5 +243,19 @@ def workload_from_export(source) -> Workload:
                                 xw_codes=np.asarray(q[f"layer{li}.xw_codes"], dtype=np.int8),
                                 xw_bits=node_xw_bits(lay), out_codes=np.asarray(q[f"layer{li}.out"], np.int64),
                                 out_bits=lay.out_bits, w_bits=lay.w_bits) for li, lay in enumerate(model.layers))
-    return Workload(name=str(q.manifest.get("name", Path(path).stem)), bits_source="export (learned bits)",
+    return Workload(name=name, bits_source="export (learned bits)",
                     indptr=indptr, indices=indices, model=model, edge_index=ei, layers=layers)
+
+
+def _aggregate_first_workload(q, name: str) -> Workload:
+    """A GIN or GraphSAGE export's workload (:mod:`hw.aggregate_first`)."""
+    from quant import export_gin, export_sage
+
+    label, layers_of = AGGREGATE_FIRST[q.arch]
+    model = {"gin": export_gin, "sage": export_sage}[q.arch].integer_model(q)
+    ei = np.asarray(q["graph.edge_index"], dtype=np.int64)
+    indptr, indices, _ = golden_graph(q.arch, ei, model.x_codes.shape[0])
+    if any(meta.get("hid_scheme") == "fixed" for meta in q.manifest.get("layers", [])):
+        label += " with a 16-bit fixed-point hidden activation"
+    return Workload(name=name, bits_source=f"export (learned bits, {label}, aggregation-first)", indptr=indptr,
+                    indices=indices, model=model, edge_index=ei, layers=layers_of(q, model))

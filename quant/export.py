@@ -282,7 +282,8 @@ class QGraph:
         if self.arch in OTHER_INTEGER_EXPORTS:
             module = OTHER_INTEGER_EXPORTS[self.arch][0].__name__
             raise ExportError(f"{self.path}: a {ARCH_NAMES[self.arch]} export, not a GCN; its integer model is "
-                              f"{module}.integer_model(q) (the accelerator model simulates GCN layers)")
+                              f"{module}.integer_model(q); hw.workload.workload_from_export reads GIN and GraphSAGE "
+                              "exports for the accelerator model")
         ip, layers = self.manifest["integer_path"], []
         num = len(self.manifest["layers"])
         for li, meta in enumerate(self.manifest["layers"]):

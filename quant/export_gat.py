@@ -16,7 +16,7 @@ E' = the given edges without self loops plus one self loop per node; manifest ``
   ``out_shift``/``elu_thresholds``) and the integer path's outputs ``score`` (E', H), ``numer``, ``coef``, ``psum``,
   ``acc``, ``out``, ``out_unit``; plus ``logits``.
 
-The accelerator model (``hw/``) simulates GCN layers (MEGA's dataflow) and refuses these exports with a message.
+The accelerator model (``hw/``) simulates GCN, GIN and GraphSAGE layers and refuses these exports with a message.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ Arrays (N nodes, E in-edges as given, E' = E + N with one self loop per node; ma
   ``out_mult``/``out_shift``) and the integer path's outputs ``psum``, ``mid``, ``acc``, ``out`` (next-layer codes;
   the last layer's accumulator), ``out_unit``; plus ``logits``.
 
-The accelerator model (``hw/``) simulates GCN layers (MEGA's dataflow) and refuses these exports with a message.
+The accelerator model (``hw/``) simulates these exports aggregation-first (``hw/aggregate_first.py``).
 """
 
 from __future__ import annotations

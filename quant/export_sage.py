@@ -15,7 +15,7 @@ E in-edges as given, no self loops; manifest ``model.arch = "sage"``):
   ``psum`` (mean partial sums), ``agg_codes``, ``acc`` (output accumulator after bias and ReLU), ``out``
   (next-layer codes; the last layer's accumulator), ``out_unit``; plus ``logits``.
 
-The accelerator model (``hw/``) simulates GCN layers (MEGA's dataflow) and refuses these exports with a message.
+The accelerator model (``hw/``) simulates these exports aggregation-first (``hw/aggregate_first.py``).
 """
 
 from __future__ import annotations

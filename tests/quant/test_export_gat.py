@@ -68,7 +68,7 @@ def test_gcn_consumers_refuse_a_gat_export(exported):
     q = load(exported[0])
     with pytest.raises(ExportError, match="GAT export.*quant.export_gat.integer_model"):
         q.to_quantized_gcn()
-    with pytest.raises(SystemExit, match="GAT export.*GCN layers"):
+    with pytest.raises(SystemExit, match="GAT export.*GCN, GIN and GraphSAGE layers"):
         simulate([str(exported[0]), "--no-check"])
 
 

@@ -85,7 +85,7 @@ def test_tampered_or_incomplete_exports_name_the_array(exported, tmp_path):
         load(write_qgraph(tmp_path / "incomplete.qgraph", arrays, meta))
 
 
-def test_gcn_consumers_refuse_a_gin_export(exported, capsys):
+def test_gcn_conversion_refuses_and_the_accelerator_model_simulates_a_gin_export(exported, tmp_path, capsys):
     from hw.pipeline_steps import step_simulate
     from hw.rtl.pipeline_step import step_rtl
     from hw.simulate import main as simulate
@@ -93,12 +93,13 @@ def test_gcn_consumers_refuse_a_gin_export(exported, capsys):
     q = load(exported[0])
     with pytest.raises(ExportError, match="GIN export.*quant.export_gin.integer_model"):
         q.to_quantized_gcn()
-    with pytest.raises(SystemExit, match="GIN export.*GCN layers"):
-        simulate([str(exported[0]), "--no-check"])
+    result = simulate([str(exported[0]), "--out", str(tmp_path)])
+    assert result["functional_check"] == ["bit-exact", "bit-exact"]
     ctx = {"model": "gin", "export_path": exported[0], "run_dir": exported[0].parent}
     step_simulate(ctx)
     step_rtl(ctx)
-    assert capsys.readouterr().out.count("skipped") == 2 and "simulation" not in ctx
+    assert capsys.readouterr().out.count("skipped") == 1 and ctx["simulation"]["speedup_vs_hygcn"] > 0
+    assert ctx["rtl"] == {"skipped": "not a GCN"}
 
 
 def test_cli_exports_trained_gin_runs_with_and_without_the_hidden_quantizer(tmp_path):
@@ -129,7 +130,7 @@ def test_cli_exports_trained_gin_runs_with_and_without_the_hidden_quantizer(tmp_
     assert "layer0.hid_packed.payload" in quantized.arrays
 
 
-def test_pipeline_quantizes_the_gin_hidden_activation_and_exports(tmp_path, capsys):
+def test_pipeline_quantizes_the_gin_hidden_activation_exports_and_simulates(tmp_path, capsys):
     from gnn.pipeline import main as pipeline
 
     ctx = pipeline(["--dataset", "cora", "--model", "gin", "--seeds", "1", "--epochs", "2", "--steps",
@@ -138,4 +139,4 @@ def test_pipeline_quantizes_the_gin_hidden_activation_and_exports(tmp_path, caps
     assert cfg["train"]["quantize_mlp_hidden"] is True
     q = load(ctx["export_path"])
     assert q.arch == "gin" and ctx["export_path"].name == "cora_gin.qgraph"
-    assert "skipped" in capsys.readouterr().out and "simulation" not in ctx  # the accelerator model is GCN-only
+    assert "functional check ['bit-exact', 'bit-exact']" in capsys.readouterr().out and "simulation" in ctx
