@@ -58,6 +58,18 @@ NOTES = [
     "bag-of-words inputs, 0.9% non-zero, so layer-1 combination dominates the FP32 run (dense format, every MAC "
     "paid) and the bitmap skips 99% of it. Its trained export against HyGCN-like (60.9x / 98.7x) is the row "
     "closest to MEGA's headline (38.3x / 108.1x): HyGCN-like aggregates the 6805-wide 32-bit rows over every edge.",
+    "Rows *_gin_*, *_gin16_* and *_sage_* are trained GIN (hidden activation quantized; gin16: without the hidden "
+    "quantizer, so its integer path carries that activation in 16-bit fixed point) and GraphSAGE exports "
+    "(degree-aware, 4-bit target; GIN 128 hidden / MLP width, GraphSAGE 64; the presets). Their golden models "
+    "aggregate the quantized input codes, so they run aggregation-first on every preset (hw/aggregate_first.py), "
+    "and MEGA's buffers are sized for "
+    "combination-first: an F_in-wide row of 16-bit partial sums leaves room for 22 (Cora, 1433 inputs) or 8 "
+    "(CiteSeer, 3703) nodes per tile in half the 128 KiB aggregation buffer, and the first layer's 4-bit weights "
+    "(92 / 237 KB for GIN's 128-wide W1) exceed the 48 KiB weight buffer, so they are re-read for every tile: most "
+    "of these rows' DRAM bytes are weights (Cora GIN 11.8 of 15.6 MiB). HyGCN-like has 2 MiB of weight buffer and "
+    "16 MiB of aggregation buffer, so against it MEGA wins only where bit-serial zero skipping pays (GraphSAGE), "
+    "and the 16-bit hidden activation doubles GIN's cycles on Cora (318k -> 638k: each non-zero hidden value "
+    "streams 16 bits). MEGA reports GIN and GraphSAGE speedups; how its hardware maps them is not in our sources.",
 ]
 
 

@@ -47,6 +47,7 @@ def run_simulation(workload, cfg: AcceleratorConfig, check: bool = True, max_che
                               codec_bytes=sim.ops["codec_bytes"])
     return {
         "workload": {"name": workload.name, "num_nodes": workload.num_nodes, "num_edges": workload.num_edges,
+                     "self_loops": workload.self_loops,
                      "bits_source": workload.bits_source,
                      "layers": [lt.dims for lt in workload.layers]},
         "arch": cfg.name,

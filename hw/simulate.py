@@ -26,7 +26,9 @@ from hw.workload import ORDERS, workload_from_export, workload_from_graph
 
 def summary(result: dict) -> str:
     lines = [f"{result['arch']} on {result['workload']['name']} ({result['workload']['num_nodes']} nodes, "
-             f"{result['workload']['num_edges']} edges incl. self loops; bits: {result['workload']['bits_source']})",
+             f"{result['workload']['num_edges']} edges "
+             f"{'incl.' if result['workload'].get('self_loops', True) else 'without'} self loops; "
+             f"bits: {result['workload']['bits_source']})",
              f"total cycles {result['total_cycles']:.0f}  latency {result['latency_us']:.1f} us  "
              f"functional check {result['functional_check']}",
              f"{'engine':<12}{'busy':>12}{'stall_in':>12}{'stall_out':>12}{'idle':>12}{'util':>7}"]

@@ -62,6 +62,7 @@ class Workload:
     model: object
     edge_index: np.ndarray
     layers: tuple
+    self_loops: bool = True  # the CSR holds one self loop per node (GCN, GIN; GraphSAGE's mean does not)
 
     @property
     def num_nodes(self) -> int:
@@ -258,4 +259,5 @@ def _aggregate_first_workload(q, name: str) -> Workload:
     if any(meta.get("hid_scheme") == "fixed" for meta in q.manifest.get("layers", [])):
         label += " with a 16-bit fixed-point hidden activation"
     return Workload(name=name, bits_source=f"export (learned bits, {label}, aggregation-first)", indptr=indptr,
-                    indices=indices, model=model, edge_index=ei, layers=layers_of(q, model))
+                    indices=indices, model=model, edge_index=ei, layers=layers_of(q, model),
+                    self_loops=q.arch != "sage")
