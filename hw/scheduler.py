@@ -316,6 +316,8 @@ class Simulator:
         beats_t = np.add.reduceat(np.maximum(np.diff(wl.indptr), 1), starts) * -(-f_in // cfg.agg_lanes)
         bounds = [(int(a), int(min(n, a + tn))) for a in starts]
         passes = () if gcn else lt.passes
+        staged = np.zeros(nt, np.int64) if gcn else np.add.reduceat(self._pass_input_bytes(lt), starts)  # (T,)
+        batch = 1 if gcn or w_fits else max(1, int(buf["combination"].capacity // max(1, int(staged.max()))))
         pass_work = [np.add.reduceat(pass_bit_work(cp, cfg.feature_bits_override), starts)  # (T,) per pass
                      for cp in passes]
         dec_x = np.add.reduceat(xl.decode_work, starts)
@@ -327,9 +329,10 @@ class Simulator:
             buf["edge"].write(eb)
             done = dram.request(s, edges_base + 4 * (e0 + lo), eb, write=False, tensor="edges")
             done = max(done, self._stream(s, f"L{li}.x", x_reg, d, write=False)[0])
-            if d == 0 or not w_fits:
+            first_of_batch = d % batch == 0
+            if d == 0 or (not w_fits and first_of_batch):
                 done = max(done, dram.request(s, w_base, w_bytes, write=False, tensor="weights"))
-            buf["weight"].record(1, int(w_fits and d > 0))
+            buf["weight"].record(1, int(d > 0 and (w_fits or not first_of_batch)))
             cross = np.unique(src[e0:e1])
             for j in cross[(cross < lo) | (cross >= hi)].tolist():
                 if not buf["input"].lookup(j, int(xl.row_bytes[j])):
@@ -360,6 +363,8 @@ class Simulator:
                 self.ops["macs"] += (hi - lo) * f_in * f_out
                 st["combination"].work_items += (hi - lo) * f_in * f_out
                 return s + mac_cycles(cfg, hi - lo, f_in, f_out)
+            buf["combination"].write(int(staged[d]))  # the tile's matmul inputs wait here for the batch's weights
+            buf["combination"].read(int(staged[d]))
             end = s
             for cp, work in zip(passes, pass_work, strict=True):  # passes run back to back on the engine
                 cycles, items = self._pass_cost(cp, hi - lo, int(work[d]))
@@ -385,6 +390,14 @@ class Simulator:
         else:  # a tile waits for the previous layer's tiles holding its own and its sources' rows
             ready = [self._sources_ready(prev_ready, wl, lo, hi) for lo, hi in bounds]
         return tn, run_pipeline(stages, nt, ready)[-1]
+
+    def _pass_input_bytes(self, lt) -> np.ndarray:
+        """(N,) bytes of a GIN / GraphSAGE node's combination inputs (every pass's codes, packed at their bits or
+        the override width). Weights that do not fit the weight buffer are streamed once per batch of tiles whose
+        inputs fit the combination buffer together, not once per tile (an assumption: the batch's cycles are
+        modelled tile by tile, as if each weight block met the tiles' codes as they arrive)."""
+        width = self.cfg.feature_bits_override
+        return sum(-(-cp.codes.shape[1] * (width or np.asarray(cp.bits, np.int64)) // 8) for cp in lt.passes)
 
     @staticmethod
     def _sources_ready(prev, wl, lo: int, hi: int) -> float:
