@@ -215,12 +215,15 @@ def render_quant_gpu_time(cells: list[dict]) -> list[str]:
                     "than on the CPU.", ""]
 
 
-def render_quant_speed(res: dict) -> list[str]:
-    lines = ["## Quantization-aware training speed against FP32", "",
-             f"Command: `{res.get('command', 'python benchmarks/quant_speed.py')}` (file: "
-             "`benchmarks/results/quant_speed.json`). Median ms per trainer step (forward, loss, memory penalty, "
-             "backward, Adam) over repeats in which the methods alternate in one process; ratio = method / FP32 "
-             "(target for A2Q: <= 1.5).", ""]
+def render_quant_speed(res: dict, name: str = "quant_speed",
+                       title: str = "Quantization-aware training speed against FP32") -> list[str]:
+    commands = sorted({c.get("command") for case in res.get("cases", {}).values() for c in case.values()} - {None})
+    lines = [f"## {title}", "",
+             "Command" + ("s" if len(commands) > 1 else "") + ": "
+             + ", ".join(f"`{c}`" for c in commands or [res.get("command", "python benchmarks/quant_speed.py")])
+             + f" (file: `benchmarks/results/{name}.json`). Median ms per trainer step (forward, loss, memory "
+             "penalty, backward, Adam) over repeats in which the methods alternate in one process; ratio = method / "
+             "FP32 (target for A2Q: <= 1.5).", ""]
     cases = res.get("cases", {})
     order = ("none", "a2q", "degree-aware", "dq-int8", "dq-int4")
     methods = sorted(next(iter(cases.values()), {}), key=lambda m: order.index(m) if m in order else len(order))
@@ -551,6 +554,9 @@ RENDERERS = {"hw_ablation": render_hw_ablation, "dist_accuracy": render_dist_acc
              "dist_bytes": render_dist_bytes, "hw_sim": render_hw_sim,
              "fp32_accuracy": render_fp32, "train_speed": render_speed, "quant_table": render_quant,
              "quant_speed": render_quant_speed, "quant_speed_sparse_input": render_quant_speed_sparse_input,
+             "quant_speed_grid": lambda r: render_quant_speed(
+                 r, "quant_speed_grid", "Training step time against FP32 for every (dataset, model) of the "
+                 "quantization grid (few steps; A2Q at the 1.7-bit target)"),
              "gt_accuracy": render_gt_accuracy, "gt_screen": render_gt_screen, "gt_halo_codec": render_gt_halo_codec,
              "gt_comm_bytes": render_gt_comm_bytes, "gt_attention": render_gt_attention,
              "gt_attention_cuda": lambda r: render_gt_attention(r, "gt_attention_cuda"),

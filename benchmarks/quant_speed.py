@@ -6,7 +6,13 @@ For each (dataset, model) the FP32 model and its quantized copies (A2Q at 1.7 bi
 INT8 / INT4) run the trainer's own training step (forward, loss, memory penalty, backward, Adam with the
 quantizer parameter groups). The methods alternate repeat by repeat so that machine noise hits all alike; the
 median over repeats is reported, and the ratio method / FP32 (issue target for A2Q: <= 1.5).
-Writes benchmarks/results/quant_speed.json (``--name`` picks another file).
+Writes benchmarks/results/quant_speed.json (``--name`` picks another file; ``--merge`` keeps the cases of earlier
+runs). Every (dataset, model) of the quantization grid, a few steps each (RESULTS.md's grid timing table):
+
+    python benchmarks/quant_speed.py --datasets cora,citeseer,amazon-computers,coauthor-cs \
+        --models gcn,gin,gat,sage --repeats 3 --steps 3 --name quant_speed_grid
+    python benchmarks/quant_speed.py --datasets mutag,proteins --models gcn,gin --repeats 3 --steps 3 \
+        --name quant_speed_grid --merge
 
 ``--dense-input`` also times every method whose run feeds the input features sparse (bag-of-words graphs:
 ``gnn.trainer.wants_sparse_input``) with dense input, as ``<method>@dense``: the speed-up of the sparse path
@@ -29,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
-from _common import machine, save_results  # noqa: E402
+from _common import load_results, machine, save_results  # noqa: E402
 
 from gnn.data.loaders import load_dataset  # noqa: E402
 from gnn.models import build_model  # noqa: E402
@@ -71,13 +77,16 @@ def main() -> None:
     p.add_argument("--dense-input", action="store_true",
                    help="also time each method that takes sparse input with dense input (<method>@dense)")
     p.add_argument("--name", default="quant_speed", help="results file name (benchmarks/results/<name>.json)")
+    p.add_argument("--merge", action="store_true",
+                   help="keep the cases of earlier runs in the results file (each case names its command)")
     args = p.parse_args()
     methods = args.methods.split(",")
     if methods[0] != "none":
         raise SystemExit("error: --methods must start with 'none' (the FP32 reference of the ratios)")
     load_start = os.getloadavg()[0]
-    out = {"machine": machine(), "command": "python benchmarks/quant_speed.py " + " ".join(sys.argv[1:]),
-           "repeats": args.repeats, "steps": args.steps, "target_bits": args.target_bits, "cases": {}}
+    command = "python benchmarks/quant_speed.py " + " ".join(sys.argv[1:])
+    out = {"machine": machine(), "command": command, "repeats": args.repeats, "steps": args.steps,
+           "target_bits": args.target_bits, "cases": load_results(args.name).get("cases", {}) if args.merge else {}}
     for name in args.datasets.split(","):
         graph = load_dataset(name)
         for arch in args.models.split(","):
@@ -91,7 +100,7 @@ def main() -> None:
                     ms[m].append(r.time_steps(args.steps))
             fp32 = statistics.median(ms["none"])
             case = {m: {"ms": statistics.median(v), "all_ms": v, "ratio_vs_fp32": statistics.median(v) / fp32,
-                        "sparse_input": runners[m].sparse} for m, v in ms.items()}
+                        "sparse_input": runners[m].sparse, "command": command} for m, v in ms.items()}
             out["cases"][f"{name}:{arch}"] = case
             print(f"{name:<14}{arch:<5} " + "  ".join(f"{m} {c['ms']:.1f} ms (x{c['ratio_vs_fp32']:.2f})"
                                                      for m, c in case.items()), flush=True)

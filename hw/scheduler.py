@@ -397,7 +397,9 @@ class Simulator:
         inputs fit the combination buffer together, not once per tile (an assumption: the batch's cycles are
         modelled tile by tile, as if each weight block met the tiles' codes as they arrive)."""
         width = self.cfg.feature_bits_override
-        return sum(-(-cp.codes.shape[1] * (width or np.asarray(cp.bits, np.int64)) // 8) for cp in lt.passes)
+        n = lt.x_codes.shape[0]
+        return sum(-(-cp.codes.shape[1] * (np.full(n, width, np.int64) if width else np.asarray(cp.bits, np.int64))
+                     // 8) for cp in lt.passes)
 
     @staticmethod
     def _sources_ready(prev, wl, lo: int, hi: int) -> float:
