@@ -23,6 +23,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from quant.integer_gin import gin_graph, gin_layer_trace
+from quant.integer_sage import sage_graph, sage_layer_trace
+
 ARCHS = ("gin", "sage")
 
 
@@ -126,24 +129,12 @@ def sage_layers(q, model) -> tuple[AggregateFirstLayer, ...]:
 def golden_graph(arch: str, edge_index: np.ndarray, num_nodes: int) -> tuple:
     """The CSR a GIN (in-edges + self loop) or GraphSAGE (in-edges) layer aggregates over, as its golden model
     builds it: ``(indptr (N+1,), indices, per-slot data)``."""
-    if arch == "gin":
-        from quant.integer_gin import gin_graph
-
-        return gin_graph(edge_index, num_nodes)
-    from quant.integer_sage import sage_graph
-
-    return sage_graph(edge_index, num_nodes)
+    return (gin_graph if arch == "gin" else sage_graph)(edge_index, num_nodes)
 
 
 def golden_trace(layer: AggregateFirstLayer, x_codes: np.ndarray, graph: tuple) -> dict[str, np.ndarray]:
     """The golden model's integer trace of ``layer`` on ``x_codes``: keys ``agg``, ``out`` (and GIN's ``hidden``)."""
-    if layer.arch == "gin":
-        from quant.integer_gin import gin_layer_trace
-
-        return gin_layer_trace(layer.golden, x_codes, graph)
-    from quant.integer_sage import sage_layer_trace
-
-    return sage_layer_trace(layer.golden, x_codes, graph)
+    return (gin_layer_trace if layer.arch == "gin" else sage_layer_trace)(layer.golden, x_codes, graph)
 
 
 def pass_inputs(layer: AggregateFirstLayer, trace: dict[str, np.ndarray], x_codes: np.ndarray) -> list[np.ndarray]:
