@@ -52,13 +52,19 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("workload", help="quantized export path or dataset/synthetic name")
     p.add_argument("--arch", default="mega", choices=sorted(PRESETS))
     p.add_argument("--config", help="TOML file overriding the preset's fields (top level or [accelerator])")
-    p.add_argument("--hidden", type=int, default=128, help="hidden width of the 2-layer GCN (dataset workloads)")
-    p.add_argument("--order", default="natural", choices=ORDERS,
+    p.add_argument("--hidden", type=int, default=None,
+                   help="hidden width of the 2-layer GCN (dataset workloads; default 128)")
+    p.add_argument("--order", default=None, choices=ORDERS,
                    help="node order of dataset workloads: natural IDs, or METIS parts as consecutive subgraphs")
     p.add_argument("--out", default="benchmarks/results", help="directory for the JSON and PNG")
     p.add_argument("--no-check", action="store_true", help="skip the functional check")
     args = p.parse_args(argv)
     cfg = load_config(args.config, base=args.arch) if args.config else preset(args.arch)
+    if args.hidden is not None and args.hidden < 1:
+        p.error(f"--hidden {args.hidden}: the hidden width must be >= 1")
+    if Path(args.workload).exists() and (args.hidden is not None or args.order is not None):
+        p.error("--hidden and --order shape dataset workloads; an export keeps its trained widths and node order "
+                "(drop them, or give a dataset name)")
     if Path(args.workload).exists():
         from quant.export import load
 
@@ -80,7 +86,8 @@ def main(argv: list[str] | None = None) -> dict:
             (out / f"hw_tensors_{Path(args.workload).stem}.json").write_text(json.dumps(rows, indent=1))
             return {"tensors": rows}
     wl = (workload_from_export(args.workload) if Path(args.workload).exists()
-          else workload_from_graph(args.workload, hidden=args.hidden, order=args.order))
+          else workload_from_graph(args.workload, hidden=128 if args.hidden is None else args.hidden,
+                                   order=args.order or "natural"))
     result = run_simulation(wl, cfg, check=not args.no_check)
     print(summary(result))
     out = Path(args.out)

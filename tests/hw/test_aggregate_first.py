@@ -150,6 +150,19 @@ def test_functional_check_names_a_wrong_pass_input_or_output(exports):
     assert check_workload(wl, max_macs=1) == ["stream", "stream"]  # too large to recompute: the stream is checked
 
 
+def test_cli_refuses_dataset_flags_with_an_export(exports, capsys):
+    from hw.simulate import main as simulate
+
+    paths, _ = exports
+    for flags in (["--order", "metis"], ["--hidden", "64"]):
+        with pytest.raises(SystemExit):
+            simulate([str(paths["sage"]), *flags, "--no-check"])
+        assert "an export keeps its trained widths and node order" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        simulate(["cora", "--hidden", "0"])
+    assert "must be >= 1" in capsys.readouterr().err
+
+
 def test_unknown_arch_is_refused():
     with pytest.raises(ValueError, match="valid: gin, sage"):
         AggregateFirstLayer(arch="gat", x_codes=np.zeros((2, 2)), x_bits=np.ones(2), passes=(),
