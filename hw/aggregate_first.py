@@ -42,9 +42,9 @@ class CombinationPass:
     w_bits: int
     requant_after: bool = False  # the requant units turn its accumulators into the next pass's codes
 
-    @property
-    def weight_bytes(self) -> int:
-        return -(-self.codes.shape[1] * self.f_out * self.w_bits // 8)
+    def weight_bytes(self, w_bits: int) -> int:
+        """Bytes of the (F_out, K) weight at ``w_bits`` bits (the pass's own ``w_bits``, or a baseline's width)."""
+        return -(-self.codes.shape[1] * self.f_out * w_bits // 8)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,9 +72,9 @@ class AggregateFirstLayer:
         """[N, F_in, F_out]."""
         return [*self.x_codes.shape, int(self.out_codes.shape[1])]
 
-    @property
-    def weight_bytes(self) -> int:
-        return sum(p.weight_bytes for p in self.passes)
+    def weight_bytes(self, w_bits: int) -> int:
+        """Bytes of every pass's weight at ``w_bits`` bits."""
+        return sum(p.weight_bytes(w_bits) for p in self.passes)
 
 
 def pass_bit_work(cp: CombinationPass, override_bits: int = 0) -> np.ndarray:

@@ -40,12 +40,11 @@ def _decoded_input(lt, layout: FeatureLayout | None, li: int) -> np.ndarray:
     return codes
 
 
-def _check_aggregate_first(workload, lt, codes: np.ndarray, li: int, max_macs: float) -> str:
-    """A GIN / GraphSAGE layer: the golden trace on the decoded input reproduces every pass's input codes and the
-    output (``hw.aggregate_first``)."""
+def _check_aggregate_first(lt, codes: np.ndarray, graph: tuple, li: int, max_macs: float) -> str:
+    """A GIN / GraphSAGE layer: the golden trace on the decoded input (over ``graph``, the golden model's CSR)
+    reproduces every pass's input codes and the output (``hw.aggregate_first``)."""
     if sum(int_matmul_macs(cp.codes, cp.f_out) for cp in lt.passes) > max_macs:
         return "stream"
-    graph = golden_graph(lt.arch, workload.edge_index, workload.num_nodes)
     trace = golden_trace(lt, codes, graph)
     for cp, want in zip(lt.passes, pass_inputs(lt, trace, codes), strict=True):
         _first_diff(np.asarray(want), cp.codes, f"input of combination pass '{cp.name}' ({lt.arch} golden model)", li)
@@ -58,9 +57,10 @@ def check_workload(workload, layouts: list[FeatureLayout | None] | None = None, 
     """Check every layer; ``layouts[l]`` = the simulated input layout of layer ``l`` (its AP stream is decoded)."""
     modes = []
     if workload.layers and isinstance(workload.layers[0], AggregateFirstLayer):
+        graph = golden_graph(workload.layers[0].arch, workload.edge_index, workload.num_nodes)
         for li, lt in enumerate(workload.layers):
             codes = _decoded_input(lt, layouts[li] if layouts else None, li)
-            modes.append(_check_aggregate_first(workload, lt, codes, li, max_macs))
+            modes.append(_check_aggregate_first(lt, codes, graph, li, max_macs))
         return modes
     graph = gcn_graph(workload.edge_index, workload.num_nodes)
     for li, (lay, lt) in enumerate(zip(workload.model.layers, workload.layers, strict=False)):

@@ -111,7 +111,7 @@ class Simulator:
         if isinstance(lt, LayerTensors):
             nbytes = -(-f_in * f_out * w_bits // 8)
         else:  # every combination pass's weight
-            nbytes = sum(-(-cp.codes.shape[1] * cp.f_out * w_bits // 8) for cp in lt.passes)
+            nbytes = lt.weight_bytes(w_bits)
         return nbytes, nbytes <= self.buffers["weight"].capacity
 
     def _layer_comb_first(self, wl, li: int, lt, prev_ready) -> list[float]:

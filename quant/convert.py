@@ -136,6 +136,14 @@ def layer_input(q: nn.Module, li: int, x: np.ndarray, lookup) -> LayerInput:
     return LayerInput(codes=codes, steps=steps, bits=bits, scheme=q.scheme, step_scheme=step_scheme, exact=True)
 
 
+def node_layer_input(q: nn.Module, li: int, x: np.ndarray, in_deg: torch.Tensor, fn: str, tables: dict
+                     ) -> LayerInput:
+    """:func:`layer_input` of a layer whose quantized input is per node (or per degree): its steps and bits come from
+    :func:`learned_per_node` (a degree-aware table lands in ``tables[(li, "input")]``)."""
+    return layer_input(q, li, x, lambda qi: (*learned_per_node(qi, in_deg, f"{fn}: convs[{li}].q_input", tables,
+                                                               (li, "input")), "node"))
+
+
 def degree_table(q: A2QQuantizer) -> dict:
     """The learned table of a degree-aware quantizer (see `ConvertedGCN`)."""
     ranges = bucket_degree_ranges(q.num_buckets, q.bucket_scheme)

@@ -23,7 +23,7 @@ from torch import nn
 from gnn.conv import QuantPoint
 from gnn.ops import in_degree
 from quant.a2q import A2QQuantizer
-from quant.convert import check_convertible, layer_input, learned_per_node, weight_codes
+from quant.convert import check_convertible, learned_per_node, node_layer_input, weight_codes
 from quant.integer_gat import QuantizedGAT, QuantizedGATLayer
 from quant.quantizers import STEP_EPS, a2q_quantize
 
@@ -80,8 +80,7 @@ def to_quantized_gat(model: nn.Module, x: torch.Tensor, edge_index: torch.Tensor
         if not QuantPoint.is_identity(conv.q_aggregate):
             raise ValueError(f"{FN}: convs[{li}].q_aggregate is quantized; A2Q's GAT keeps the aggregate in FP32 and "
                              "the integer layer has no aggregate quantizer")
-        inp = layer_input(conv.q_input, li, x_np, lambda q, li=li: (*learned_per_node(
-            q, in_deg, f"{FN}: convs[{li}].q_input", tables, (li, "input")), "node"))
+        inp = node_layer_input(conv.q_input, li, x_np, in_deg, FN, tables)
         x_steps, x_bits = inp.steps, inp.bits
         schemes.append(inp.scheme)
         if li == 0:

@@ -97,22 +97,22 @@ def fixed_point_hidden_steps(hidden: np.ndarray, bits: int = HIDDEN_FIXED_BITS) 
 def _hidden_inputs(model: nn.Module, x: torch.Tensor, edge_index: torch.Tensor) -> dict[int, np.ndarray]:
     """What enters each layer's bare hidden point ``mlp[3]`` (the ReLU output, (N, H) float64) in one forward of the
     model as it is (eval mode); layers with a hidden quantizer are not captured."""
-    captured: dict[int, np.ndarray] = {}
-    hooks = [conv.mlp[3].register_forward_hook(
-        lambda _m, inputs, _out, li=li: captured.__setitem__(li, inputs[0].detach().double().cpu().numpy()))
-        for li, conv in enumerate(model.convs) if isinstance(conv.mlp[3], QuantPoint)]
-    if hooks and model.training:
-        for h in hooks:
-            h.remove()
+    bare = [li for li, conv in enumerate(model.convs) if isinstance(conv.mlp[3], QuantPoint)]
+    if not bare:
+        return {}
+    if model.training:
         raise ValueError(f"{FN}: the hidden activation is calibrated on an eval forward; call model.eval() first "
                          "(dropout would change it)")
-    if hooks:
-        try:
-            with torch.no_grad():
-                model(x, edge_index)
-        finally:
-            for h in hooks:
-                h.remove()
+    captured: dict[int, np.ndarray] = {}
+    hooks = [model.convs[li].mlp[3].register_forward_hook(
+        lambda _m, inputs, _out, li=li: captured.__setitem__(li, inputs[0].detach().double().cpu().numpy()))
+        for li in bare]
+    try:
+        with torch.no_grad():
+            model(x, edge_index)
+    finally:
+        for h in hooks:
+            h.remove()
     return captured
 
 

@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from gnn.ops import in_degree
-from quant.convert import check_convertible, layer_input, learned_per_node, weight_codes
+from quant.convert import check_convertible, learned_per_node, node_layer_input, weight_codes
 from quant.integer_sage import QuantizedSAGE, QuantizedSAGELayer
 
 FN = "to_quantized_sage"
@@ -56,8 +56,7 @@ def to_quantized_sage(model: nn.Module, x: torch.Tensor, edge_index: torch.Tenso
     x_np = x.detach().double().cpu().numpy()
     layers, schemes, tables, exact = [], [], {}, True
     for li, conv in enumerate(convs):
-        inp = layer_input(conv.q_input, li, x_np, lambda q, li=li: (*learned_per_node(
-            q, in_deg, f"{FN}: convs[{li}].q_input", tables, (li, "input")), "node"))
+        inp = node_layer_input(conv.q_input, li, x_np, in_deg, FN, tables)
         x_steps, x_bits = inp.steps, inp.bits
         schemes.append(inp.scheme)
         if li == 0:
