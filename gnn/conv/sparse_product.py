@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from gnn.ops import sparse_from_values
+from gnn.ops import register_fixed_pattern, sparse_from_values, storage_address
 
 
 @dataclass(frozen=True)
@@ -67,15 +67,10 @@ class SparseProductPlan:
 MAX_PLAN_PAIRS = 100_000_000  # about 1.2 GB of plan, 5 GB while building it; larger products stay unplanned
 
 
-def _address(t: Tensor) -> tuple[int, int]:
-    """Where a tensor's elements start in memory."""
-    return t.untyped_storage().data_ptr(), t.storage_offset()
-
-
 def same_entries(x: Tensor, indices: Tensor) -> bool:
     """Whether coalesced COO ``x`` stores its entries in ``indices``' memory (the same index tensor, aliased)."""
     idx = x.indices()
-    return idx.shape == indices.shape and _address(idx) == _address(indices)
+    return idx.shape == indices.shape and storage_address(idx) == storage_address(indices)
 
 
 def count_pairs(a: Tensor, x: Tensor) -> int:
@@ -116,5 +111,7 @@ def build_sparse_product_plan(a: Tensor, x: Tensor, max_pairs: int | None = None
     x_keys = x_rows * f + x_cols
     pos = torch.searchsorted(keys, x_keys).clamp_max(max(keys.numel() - 1, 0))
     x_positions = pos if keys.numel() and bool((keys[pos] == x_keys).all()) else None
-    return SparseProductPlan(x_indices=x_idx, x_shape=(n, f), indices=torch.stack([keys // f, keys % f]),
-                             shape=(a.size(0), f), value_map=value_map, x_positions=x_positions)
+    indices = torch.stack([keys // f, keys % f])
+    register_fixed_pattern(indices, (a.size(0), f))  # every product has these entries: X^T's order can be kept
+    return SparseProductPlan(x_indices=x_idx, x_shape=(n, f), indices=indices, shape=(a.size(0), f),
+                             value_map=value_map, x_positions=x_positions)

@@ -120,3 +120,42 @@ def test_a_product_over_the_pair_cap_stays_unplanned(monkeypatch, edges_with_dup
         torch.testing.assert_close(out.to_dense(), coo.to_dense() @ xd.to_dense(), rtol=0, atol=1e-12)
     assert not agg._plans and agg._unplanned == {False}, agg._plans
     assert len(calls) == 1, calls
+
+
+def test_values_matmul_on_a_planned_pattern_uses_its_column_order_and_matches_dense(edges_with_duplicates):
+    """``X W^T`` with X from a plan (stored values needing a gradient, as a quantized aggregate): the weight gradient
+    through the kept column-major order equals the dense float64 product's, and so does the values' gradient;
+    the pattern is forgotten with its plan."""
+    import gc
+
+    from gnn.ops import _FIXED_PATTERNS, fixed_column_major, sparse_from_values, sparse_input_matmul, storage_address
+
+    a = _adjacency(edges_with_duplicates())
+    plan = build_sparse_product_plan(a, _sparse_features(2))
+    values = torch.randn(plan.indices.size(1), dtype=torch.float64, requires_grad=True)
+    x = sparse_from_values(plan.indices, values, plan.shape)
+    column_major = fixed_column_major(x.detach())
+    assert column_major is not None
+    assert torch.equal(column_major.transpose(values.detach()).to_dense(), x.detach().to_dense().t())
+    w = torch.randn(7, F, dtype=torch.float64, requires_grad=True)
+    grad = torch.randn(N, 7, dtype=torch.float64)
+    sparse_input_matmul(x, w).backward(grad)
+
+    dense_values = values.detach().clone().requires_grad_(True)
+    dense = torch.zeros(N, F, dtype=torch.float64).index_put((plan.indices[0], plan.indices[1]), dense_values)
+    w_ref = w.detach().clone().requires_grad_(True)
+    (dense @ w_ref.t()).backward(grad)
+    torch.testing.assert_close(w.grad, w_ref.grad, rtol=0, atol=1e-12)
+    torch.testing.assert_close(values.grad, dense_values.grad, rtol=0, atol=1e-12)
+
+    other = _sparse_features(3)  # entries never planned: the weight gradient sorts X^T as before
+    assert fixed_column_major(other) is None
+    indices, key = plan.indices, storage_address(plan.indices)
+    del plan, x, column_major
+    gc.collect()
+    assert fixed_column_major(torch.sparse_coo_tensor(indices, torch.zeros(indices.size(1)), (N, F),
+                                                      is_coalesced=True)) is not None  # `indices` keeps it alive
+    assert key in _FIXED_PATTERNS
+    del indices
+    gc.collect()
+    assert key not in _FIXED_PATTERNS  # forgotten with the last reference to the plan's index tensor
