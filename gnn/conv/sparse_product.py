@@ -9,6 +9,10 @@ values is a fixed linear combination of X's stored values:
 ``M`` (nnz_out x nnz_x, one stored value per pair) is built once; a step is then one sparse matrix-vector product
 instead of a sparse-sparse product that recomputes the output pattern (Coauthor CS: 15.6M pairs, 8.2M output
 entries; about 4x faster on one core, ``benchmarks/quant_speed.py``).
+
+The plan registers its output pattern with ``gnn.ops.register_fixed_pattern``: the layer that multiplies the
+(quantized) product by a weight then takes its weight gradient ``X^T G`` from that pattern's column-major order,
+kept once, instead of sorting ``X^T`` every step.
 """
 
 from __future__ import annotations
