@@ -86,11 +86,13 @@ def csr_matmul(a: Tensor, a_t: Tensor, h: Tensor) -> Tensor:
 
 
 class _SparseInputMatmul(torch.autograd.Function):
-    """``X @ W^T`` for constant sparse COO features X: CSR product forward, ``dW = (X^T G)^T`` backward."""
+    """``X @ W^T`` for constant sparse COO features X: CSR product forward, ``dW = (X^T G)^T`` backward (``X^T``
+    from the kept column-major order when X's entries are a registered fixed pattern, see `sparse_weight_grad`)."""
 
     @staticmethod
     def forward(ctx, x: Tensor, w: Tensor) -> Tensor:
         ctx.save_for_backward(x)
+        ctx.column_major = fixed_column_major(x) if x.is_coalesced() else None
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
             return x.to_sparse_csr() @ w.t()
@@ -98,7 +100,7 @@ class _SparseInputMatmul(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out: Tensor):
         (x,) = ctx.saved_tensors
-        return None, torch.sparse.mm(x.t(), grad_out).t()
+        return None, sparse_weight_grad(x, ctx.column_major, grad_out)
 
 
 class _SparseFromValues(torch.autograd.Function):
@@ -227,6 +229,15 @@ def fixed_column_major(x: Tensor) -> ColumnMajorPattern | None:
     return entry.column_major
 
 
+def sparse_weight_grad(x: Tensor, column_major: ColumnMajorPattern | None, grad_out: Tensor) -> Tensor:
+    """``(X^T G)^T`` (F_out, F_in), the weight gradient of ``X W^T`` for sparse COO X (N, F_in) and G (N, F_out).
+    With X's registered ``column_major`` order (a planned product's pattern), ``X^T`` is built without sorting
+    (about 5x faster on Coauthor CS's quantized GIN aggregate); otherwise ``torch.sparse.mm`` sorts ``X^T``."""
+    if column_major is not None:
+        return (column_major.transpose(x.values()) @ grad_out.contiguous()).t()
+    return torch.sparse.mm(x.t(), grad_out).t()
+
+
 class _SparseValuesMatmul(torch.autograd.Function):
     """``X @ W^T`` for sparse COO X whose stored values need a gradient (a quantized aggregate of sparse inputs).
 
@@ -256,10 +267,7 @@ class _SparseValuesMatmul(torch.autograd.Function):
             grad_x = torch.sparse_coo_tensor(ctx.x.indices(), values, ctx.x.shape, is_coalesced=True,
                                              check_invariants=False)
         if ctx.needs_input_grad[1]:
-            if ctx.column_major is not None:  # a planned product's pattern: X^T without sorting (~5x faster)
-                grad_w = (ctx.column_major.transpose(ctx.x.values()) @ g).t()  # (F_out, F_in)
-            else:
-                grad_w = torch.sparse.mm(ctx.x.t(), g).t()
+            grad_w = sparse_weight_grad(ctx.x, ctx.column_major, g)
         return grad_x, grad_w
 
 

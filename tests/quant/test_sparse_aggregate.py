@@ -12,6 +12,7 @@ from torch_geometric.data import Data
 
 from gnn.conv.aggregation import CsrAggregation
 from gnn.models import ModelConfig, build_model
+from gnn.ops import _FIXED_PATTERNS, storage_address
 from gnn.trainer import first_layer_aggregates_sparse, first_layer_takes_sparse, wants_sparse_input
 from quant.a2q import A2QQuantizer
 from quant.api import QuantConfig, quant_penalty, quant_summary, quantize_
@@ -82,6 +83,9 @@ def test_sparse_quantized_aggregate_equals_dense(arch, quant):
         torch.testing.assert_close(sparse_model(x_sparse, data.edge_index),
                                    dense_model(data.x, data.edge_index), rtol=0, atol=1e-10)
     assert sparse_model.convs[0]._csr._plans  # the planned product (gnn.conv.sparse_product) really ran
+    (plan,) = sparse_model.convs[0]._csr._plans.values()
+    kept = _FIXED_PATTERNS[storage_address(plan.indices)]  # the second step's weight gradient read X^T through it
+    assert kept.column_major is not None
 
 
 def test_sparse_calibration_of_per_row_steps_matches_dense():

@@ -147,6 +147,9 @@ def test_values_matmul_on_a_planned_pattern_uses_its_column_order_and_matches_de
     (dense @ w_ref.t()).backward(grad)
     torch.testing.assert_close(w.grad, w_ref.grad, rtol=0, atol=1e-12)
     torch.testing.assert_close(values.grad, dense_values.grad, rtol=0, atol=1e-12)
+    w.grad = None  # values that need no gradient (a Degree-Quant aggregate): the same kept order, the same dW
+    sparse_input_matmul(x.detach(), w).backward(grad)
+    torch.testing.assert_close(w.grad, w_ref.grad, rtol=0, atol=1e-12)
 
     other = _sparse_features(3)  # entries never planned: the weight gradient sorts X^T as before
     assert fixed_column_major(other) is None
