@@ -222,7 +222,8 @@ def fixed_column_major(x: Tensor) -> ColumnMajorPattern | None:
     if entry is None:
         return None
     registered = entry.indices()
-    if registered is None or registered.shape != idx.shape or entry.shape != tuple(x.shape):
+    if (registered is None or registered.shape != idx.shape or registered.device != idx.device
+            or entry.shape != tuple(x.shape)):  # (addresses of two devices may coincide)
         return None
     if entry.column_major is None:
         entry.column_major = ColumnMajorPattern.of(registered, entry.shape)
