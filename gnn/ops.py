@@ -92,7 +92,6 @@ class _SparseInputMatmul(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, w: Tensor) -> Tensor:
         ctx.save_for_backward(x)
-        ctx.column_major = fixed_column_major(x) if x.is_coalesced() else None
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
             return x.to_sparse_csr() @ w.t()
@@ -100,7 +99,7 @@ class _SparseInputMatmul(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out: Tensor):
         (x,) = ctx.saved_tensors
-        return None, sparse_weight_grad(x, ctx.column_major, grad_out)
+        return None, sparse_weight_grad(x, grad_out)
 
 
 class _SparseFromValues(torch.autograd.Function):
@@ -151,6 +150,14 @@ def sparse_add_scaled(a: Tensor, b: Tensor, c: Tensor) -> Tensor:
 def storage_address(t: Tensor) -> tuple[int, int]:
     """Where a tensor's elements start in memory (storage pointer, offset)."""
     return t.untyped_storage().data_ptr(), t.storage_offset()
+
+
+def same_entries(x: Tensor, indices: Tensor) -> bool:
+    """Whether coalesced COO ``x`` stores its entries in ``indices``' memory (the same index tensor, aliased; the
+    caller keeps ``indices`` alive, so an equal address cannot be reused memory)."""
+    idx = x.indices()
+    return (idx.shape == indices.shape and idx.device == indices.device
+            and storage_address(idx) == storage_address(indices))
 
 
 @dataclass(frozen=True)
@@ -217,23 +224,21 @@ def register_fixed_pattern(indices: Tensor, shape: tuple[int, int]) -> None:
 def fixed_column_major(x: Tensor) -> ColumnMajorPattern | None:
     """The column-major form of coalesced COO ``x``'s registered pattern (built on first use), or None when its
     entries were not registered with `register_fixed_pattern`."""
-    idx = x.indices()
-    entry = _FIXED_PATTERNS.get(storage_address(idx))
-    if entry is None:
-        return None
-    registered = entry.indices()
-    if (registered is None or registered.shape != idx.shape or registered.device != idx.device
-            or entry.shape != tuple(x.shape)):  # (addresses of two devices may coincide)
+    entry = _FIXED_PATTERNS.get(storage_address(x.indices()))
+    registered = entry.indices() if entry is not None else None
+    if registered is None or entry.shape != tuple(x.shape) or not same_entries(x, registered):
         return None
     if entry.column_major is None:
         entry.column_major = ColumnMajorPattern.of(registered, entry.shape)
     return entry.column_major
 
 
-def sparse_weight_grad(x: Tensor, column_major: ColumnMajorPattern | None, grad_out: Tensor) -> Tensor:
+def sparse_weight_grad(x: Tensor, grad_out: Tensor) -> Tensor:
     """``(X^T G)^T`` (F_out, F_in), the weight gradient of ``X W^T`` for sparse COO X (N, F_in) and G (N, F_out).
-    With X's registered ``column_major`` order (a planned product's pattern), ``X^T`` is built without sorting
-    (about 5x faster on Coauthor CS's quantized GIN aggregate); otherwise ``torch.sparse.mm`` sorts ``X^T``."""
+    When X's entries are a registered fixed pattern (a planned product's), ``X^T`` is built from its kept
+    column-major order without sorting (about 5x faster on Coauthor CS's quantized GIN aggregate); otherwise
+    ``torch.sparse.mm`` sorts ``X^T``. Looked up here, in backward, so a forward without backward builds nothing."""
+    column_major = fixed_column_major(x) if x.is_coalesced() else None
     if column_major is not None:
         return (column_major.transpose(x.values()) @ grad_out.contiguous()).t()
     return torch.sparse.mm(x.t(), grad_out).t()
@@ -254,7 +259,7 @@ class _SparseValuesMatmul(torch.autograd.Function):
             warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
             x = x.detach().coalesce()
             csr = x.to_sparse_csr()  # stored values in the coalesced COO order (row-major)
-            ctx.csr, ctx.x, ctx.column_major = csr, x, fixed_column_major(x)
+            ctx.csr, ctx.x = csr, x
             ctx.save_for_backward(w)
             return csr @ w.t()
 
@@ -268,7 +273,7 @@ class _SparseValuesMatmul(torch.autograd.Function):
             grad_x = torch.sparse_coo_tensor(ctx.x.indices(), values, ctx.x.shape, is_coalesced=True,
                                              check_invariants=False)
         if ctx.needs_input_grad[1]:
-            grad_w = sparse_weight_grad(ctx.x, ctx.column_major, g)
+            grad_w = sparse_weight_grad(ctx.x, g)
         return grad_x, grad_w
 
 

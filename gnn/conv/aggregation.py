@@ -22,8 +22,8 @@ import warnings
 import torch
 from torch import Tensor
 
-from gnn.conv.sparse_product import SparseProductPlan, build_sparse_product_plan, same_entries
-from gnn.ops import csr_adjacency, csr_matmul, sparse_add_scaled
+from gnn.conv.sparse_product import SparseProductPlan, build_sparse_product_plan
+from gnn.ops import csr_adjacency, csr_matmul, same_entries, sparse_add_scaled
 
 SPMM_MIN_EDGES = 50_000
 SPMM_MIN_MESSAGE_ELEMENTS = 4_000_000  # E x F

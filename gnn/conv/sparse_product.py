@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from gnn.ops import register_fixed_pattern, sparse_from_values, storage_address
+from gnn.ops import register_fixed_pattern, same_entries, sparse_from_values
 
 
 @dataclass(frozen=True)
@@ -69,12 +69,6 @@ class SparseProductPlan:
 
 
 MAX_PLAN_PAIRS = 100_000_000  # about 1.2 GB of plan, 5 GB while building it; larger products stay unplanned
-
-
-def same_entries(x: Tensor, indices: Tensor) -> bool:
-    """Whether coalesced COO ``x`` stores its entries in ``indices``' memory (the same index tensor, aliased)."""
-    idx = x.indices()
-    return idx.shape == indices.shape and storage_address(idx) == storage_address(indices)
 
 
 def count_pairs(a: Tensor, x: Tensor) -> int:
