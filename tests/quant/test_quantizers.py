@@ -91,6 +91,30 @@ def test_a2q_global_gradients_match_hand_formulas():
     assert (gb != 0).any() and (gx == 0).any()  # some elements were clipped
 
 
+def test_a2q_gradients_exact_at_the_range_edges():
+    """Element by element (step and bits shaped like x, so nothing is summed), the three gradients equal the hand
+    formulas exactly where the formulas switch: scaled values exactly at +-qmax (inside), one ulp beyond (clipped),
+    ties, zeros, and b = 1 (qmax = 0: everything but zero is clipped)."""
+    s = 0.25  # a power of two: x = s * v is exact
+    v = np.array([3.0, -3.0, np.nextafter(3.0, 4.0), np.nextafter(-3.0, -4.0), 2.5, -0.5, 0.0, 7.0, -0.3, 0.3, 0.0])
+    bits = np.array([3.0] * 8 + [1.0, 1.0, 1.0])  # qmax 3, then qmax 0
+    x = torch.tensor(v * s, dtype=torch.float64).view(1, -1).requires_grad_()
+    st = torch.full_like(x, s).requires_grad_()
+    b = torch.tensor(bits, dtype=torch.float64).view(1, -1).requires_grad_()
+    g = torch.tensor([1.5, -2.0, 0.75, -1.25, 3.0, -0.5, 2.0, -4.0, 1.0, -1.0, 0.5], dtype=torch.float64).view(1, -1)
+    a2q_fake_quant(x, st, b).backward(g)
+    qmax = 2.0 ** (bits - 1) - 1
+    inside = np.abs(v) <= qmax
+    r = np.sign(v) * np.floor(np.abs(v) + 0.5)
+    ds = np.where(inside, r - v, np.sign(v) * qmax)
+    db = np.where(inside, 0.0, np.sign(v) * (qmax + 1) * math.log(2) * s)
+    assert inside.tolist() == [True, True, False, False, True, True, True, False, False, False, True]
+    np.testing.assert_array_equal(x.grad.numpy().ravel(), np.where(inside, g.numpy().ravel(), 0.0))
+    np.testing.assert_array_equal(st.grad.numpy().ravel(), g.numpy().ravel() * ds)
+    np.testing.assert_array_equal(b.grad.numpy().ravel(), g.numpy().ravel() * db)
+    assert not np.signbit(x.grad.numpy()[~inside.reshape(1, -1)]).any()  # clipped inputs get +0, as `where` gives
+
+
 def test_local_gradient_uses_quantization_error_not_task_gradient():
     gen = torch.Generator().manual_seed(2)
     x = torch.randn(10, 8, generator=gen, dtype=torch.float64) * 2
