@@ -30,9 +30,11 @@ def _train(data, split, in_dim, classes, cfg, seed=0):
     return model, train_seed(model, data, split, pe, single_process_rows(graph), cfg, seed=seed)
 
 
+# Every field the tests depend on is pinned: the library defaults are tuned on Cora and move (when ffn_ratio's
+# default went 2 -> 0 and weight decay 5e-4 -> 5e-3, the reordering test's model stopped learning in 25 epochs).
 CFG = TrainConfig(attention="interleaved", num_layers=3, hidden_dim=32, num_heads=2, dropout=0.1, input_dropout=0.0,
-                  sparse_residual=True, max_degree=64, pe="laplacian", pe_dim=4, lr=1e-2, optimizer="adamw", epochs=40,
-                  patience=40)
+                  sparse_residual=True, ffn_ratio=2, max_degree=64, pe="laplacian", pe_dim=4, lr=1e-2,
+                  weight_decay=5e-4, optimizer="adamw", epochs=40, patience=40)
 
 
 def test_features_are_not_swamped_by_structural_embeddings_at_init(bag_of_words_task):
