@@ -41,7 +41,7 @@ def round_half_away(v: Tensor) -> Tensor:
     the sum is v itself) in fewer passes, a hot spot of quantization-aware training. ``0.5 sign(v)`` rather than
     ``copysign(0.5, v)``: the same values, and a broadcast 0-dim operand costs a CPU kernel several times more."""
     if v.is_floating_point():
-        return torch.sign(v).mul_(0.5).add_(v).trunc_()
+        return torch.add(v, torch.sign(v), alpha=0.5).trunc_()
     return torch.sign(v) * torch.floor(v.abs() + 0.5)
 
 
@@ -82,49 +82,55 @@ class A2QFakeQuant(Function):
     """x_q = a2q_quantize(x, s, round(b)) with A2Q's gradients for x, s and b.
 
     Inputs: ``x`` (any shape), ``step`` (> 0, broadcastable to x), ``bits`` (continuous bits, broadcastable; rounded
-    half away from zero in forward, straight-through in backward), ``local`` (bool: Local Gradient).
+    half away from zero in forward, straight-through in backward), ``local`` (bool: Local Gradient),
+    ``for_backward`` (bool: keep what backward needs; `a2q_fake_quant` passes whether autograd records the call).
 
-    Only the scaled input ``v = x / s`` and the codes are kept for backward; the clip mask and sign(x) = sign(v)
-    follow from ``sign(v - clamp(v))`` (+-1 where clipped, +0 inside). The derivatives are float arithmetic on that
-    sign, not ``where`` over a boolean mask (several times slower per element on CPU), and give the values the
-    formulas above give: ``g - g |o|`` is ``g`` inside and +0 outside, ``clamp(v) (1 - |o|)`` is ``v`` inside and
-    +-0 outside. The per-element work is a few passes, which is what the training-time overhead of A2Q over FP32 is
-    made of.
+    Forward keeps two tensors shaped like x for backward: the step derivative ``ds`` and ``o = sign(v - clamp(v))``
+    (+-1 where clipped, where it is sign(v) = sign(x) as s > 0; +0 inside). Every derivative is then float
+    arithmetic on them, not ``where`` over a boolean mask (several times slower per element on CPU), and gives the
+    values of the formulas above: ``g - g |o|`` is ``g`` inside and +0 outside; ``ds = (codes - clamp(v)) +
+    clamp(v) |o|`` is round(v) - v inside and the code sign(v) qmax outside (where the code equals clamp(v)); ``db =
+    o (qmax + 1) ln2 s``. The per-element work is a few passes, which is what the training-time overhead of A2Q over
+    FP32 is made of.
     """
 
     @staticmethod
-    def forward(ctx, x: Tensor, step: Tensor, bits: Tensor, local: bool) -> Tensor:
+    def forward(ctx, x: Tensor, step: Tensor, bits: Tensor, local: bool, for_backward: bool = True) -> Tensor:
         qmax = a2q_qmax(round_half_away(bits))  # broadcast shape of bits
         v = x / step
-        codes = _codes(v, qmax)
+        clipped = _clip(v, qmax)
+        codes = round_half_away(clipped)
         x_q = codes * step
-        ctx.save_for_backward(step, qmax, v, codes, *((x, x_q) if local else ()))
         ctx.local = local
         ctx.shapes = (step.shape, bits.shape)
+        if for_backward:
+            outside_sign = torch.sign(v - clipped)
+            ds = torch.addcmul(codes - clipped, clipped, outside_sign.abs())
+            ctx.save_for_backward(step, qmax, ds, outside_sign, *((x, x_q) if local else ()))
         return x_q
 
     @staticmethod
     def backward(ctx, grad_out: Tensor):
-        step, qmax, v, codes, *local_pair = ctx.saved_tensors
+        step, qmax, ds, outside_sign, *local_pair = ctx.saved_tensors
         step_shape, bits_shape = ctx.shapes
-        clipped = _clip(v, qmax)
-        outside_sign = torch.sign(v - clipped)  # sign(v) = sign(x) where clipped (s > 0), +0 inside
-        outside = outside_sign.abs()  # 1 - clip mask
-        grad_x = grad_out - grad_out * outside if ctx.needs_input_grad[0] else None
+        grad_x = None
+        if ctx.needs_input_grad[0]:
+            grad_x = torch.addcmul(grad_out, grad_out, outside_sign.abs(), value=-1.0)  # g - g |o|
         g = torch.sign(local_pair[1] - local_pair[0]) if ctx.local else grad_out
         grad_s = grad_b = None
         if ctx.needs_input_grad[1]:
-            ds = codes - clipped * (1.0 - outside)  # inside round(v) - v; outside the code, sign(v) * qmax
             grad_s = _reduce(g * ds, step_shape, ctx.local)
         if ctx.needs_input_grad[2]:
             db = outside_sign * ((qmax + 1.0) * LN2 * step)
             grad_b = _reduce(g * db, bits_shape, ctx.local)
-        return grad_x, grad_s, grad_b, None
+        return grad_x, grad_s, grad_b, None, None
 
 
 def a2q_fake_quant(x: Tensor, step: Tensor, bits: Tensor, local: bool = False) -> Tensor:
-    """Differentiable A2Q fake quantization (see `A2QFakeQuant`)."""
-    return A2QFakeQuant.apply(x, step, bits, local)
+    """Differentiable A2Q fake quantization (see `A2QFakeQuant`); keeps nothing for backward when autograd does
+    not record the call (evaluation under ``torch.no_grad``, or no input needing a gradient)."""
+    records = torch.is_grad_enabled() and (x.requires_grad or step.requires_grad or bits.requires_grad)
+    return A2QFakeQuant.apply(x, step, bits, local, records)
 
 
 class _ScaleGrad(Function):
@@ -153,7 +159,7 @@ def a2q_fake_quant_stored(values: Tensor, rows: Tensor, step: Tensor, bits: Tens
     s, b = step.reshape(-1)[rows], bits.reshape(-1)[rows]  # (nnz,): autograd scatter-adds onto the rows
     if local:
         s, b = _ScaleGrad.apply(s, 1.0 / row_width), _ScaleGrad.apply(b, 1.0 / row_width)
-    return A2QFakeQuant.apply(values, s, b, local)
+    return a2q_fake_quant(values, s, b, local)
 
 
 # ---------------------------------------------------------------------------------------------- Degree-Quant
