@@ -71,6 +71,8 @@ class GraphTransformerConfig:
     #                           layers near the identity; 0 = off (no extra parameters)
     pe_dim: int = 8
     max_degree: int = 64
+    degree_embedding: bool = True  # False: no degree embedding at all. With max_degree = 0 the embedding is one
+    #                               learned vector added to every node (no degree information, no weight decay)
 
     def __post_init__(self):
         if self.hidden_dim % self.num_heads:
@@ -242,8 +244,9 @@ class GraphTransformer(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.input = Linear(cfg.in_dim, cfg.hidden_dim)
-        self.degree = nn.Embedding(cfg.max_degree + 1, cfg.hidden_dim)
-        nn.init.normal_(self.degree.weight, std=0.02)  # small next to the features (module docstring)
+        self.degree = nn.Embedding(cfg.max_degree + 1, cfg.hidden_dim) if cfg.degree_embedding else None
+        if self.degree is not None:
+            nn.init.normal_(self.degree.weight, std=0.02)  # small next to the features (module docstring)
         self.pe = nn.Linear(cfg.pe_dim, cfg.hidden_dim, bias=False) if cfg.pe_dim else None
         if self.pe is not None:
             nn.init.normal_(self.pe.weight, std=0.02)
@@ -262,7 +265,9 @@ class GraphTransformer(nn.Module):
         """x (N, F_in), graph with ``.degree`` (N,), pe (N, pe_dim) -> logits (N, C). ``step``: training step
         for per-step switching (None at evaluation)."""
         x = feature_dropout(x, self.cfg.input_dropout, self.training)
-        h = self.input(x) + self.degree(graph.degree.clamp_max(self.cfg.max_degree))
+        h = self.input(x)
+        if self.degree is not None:
+            h = h + self.degree(graph.degree.clamp_max(self.cfg.max_degree))
         if self.pe is not None:
             if pe is None:
                 raise ValueError("GraphTransformer: cfg.pe_dim > 0 needs pe (N, pe_dim); pass it or set pe_dim=0")

@@ -50,7 +50,11 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--heads", type=int, default=defaults.num_heads)
     p.add_argument("--dense-every", type=int, default=0, help="every n-th step all layers dense (0 = off)")
     p.add_argument("--pe", default=defaults.pe, choices=PE_CHOICES)
-    p.add_argument("--max-degree", type=int, default=defaults.max_degree, help="degree-embedding size (0 = off)")
+    p.add_argument("--max-degree", type=int, default=defaults.max_degree,
+                   help="degree-embedding rows: in-degrees clipped to it (0 = one learned vector added to every node, "
+                        "no degree information; --no-degree-embedding for none)")
+    p.add_argument("--no-degree-embedding", dest="degree_embedding", action="store_false",
+                   default=defaults.degree_embedding, help="add no degree embedding to the input projection")
     p.add_argument("--epochs", type=int, default=defaults.epochs)
     p.add_argument("--patience", type=int, default=None,
                    help=f"early-stopping patience in epochs (default {defaults.patience}; with --quant: --epochs, "
@@ -140,7 +144,8 @@ def main() -> None:
                       attn_dropout=args.attn_dropout, ffn_ratio=args.ffn_ratio,
                       branch_activation=args.branch_activation, layer_scale=args.layer_scale, ema_decay=args.ema_decay,
                       label_smoothing=args.label_smoothing, pe=args.pe,
-                      max_degree=args.max_degree, lr=args.lr, weight_decay=args.weight_decay,
+                      max_degree=args.max_degree, degree_embedding=args.degree_embedding, lr=args.lr,
+                      weight_decay=args.weight_decay,
                       optimizer=args.optimizer, epochs=args.epochs, patience=_patience(args))
     distributed = args.cp * args.hp > 1 or int(os.environ.get("WORLD_SIZE", "1")) > 1
     if args.export and args.quant not in ("a2q", "degree-aware"):

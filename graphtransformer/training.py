@@ -55,6 +55,7 @@ class TrainConfig:
     pe: str = "none"  # on Cora the Laplacian PE and degree embedding let the model memorise the 140 training
     pe_dim: int = 8  # nodes (val 75.8 -> 79.4 without them, seed 0); they stay available for other graphs
     max_degree: int = 0  # degree-embedding rows (0: a learned constant, no degree information)
+    degree_embedding: bool = True  # False: none at all (GraphTransformerConfig.degree_embedding)
     lr: float = 5e-3  # 1e-2 diverged on Cora (validation 0.32, 2 seeds)
     weight_decay: float = 5e-3
     optimizer: str = "adam"
@@ -128,7 +129,8 @@ def model_config(cfg: TrainConfig, in_dim: int, out_dim: int) -> GraphTransforme
                                   sparse_residual=cfg.sparse_residual, ffn_ratio=cfg.ffn_ratio,
                                   branch_activation=cfg.branch_activation,
                                   layer_scale=cfg.layer_scale,
-                                  pe_dim=cfg.pe_dim if cfg.pe != "none" else 0, max_degree=cfg.max_degree)
+                                  pe_dim=cfg.pe_dim if cfg.pe != "none" else 0, max_degree=cfg.max_degree,
+                                  degree_embedding=cfg.degree_embedding)
 
 
 def _mask(idx: Tensor, n: int) -> Tensor:

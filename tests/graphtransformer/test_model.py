@@ -107,6 +107,24 @@ def test_attention_only_layers_without_ffn():
         GraphTransformerConfig(in_dim=1, out_dim=1, num_layers=1, schedule=("dense",), ffn_ratio=-1)
 
 
+def test_without_degree_embedding_the_input_is_the_feature_projection_only():
+    """degree_embedding=False: no degree parameters, the layers start from input(x) (+ pe), and the output does not
+    depend on the degrees (with max_degree=0 the embedding would be one learned vector added to every node)."""
+    schedule = ("sparse", "dense")
+    model, graph, x, pe = _setup(schedule)
+    cfg = GraphTransformerConfig(**{**model.cfg.__dict__, "degree_embedding": False})
+    torch.manual_seed(1)
+    model = GraphTransformer(cfg).double().eval()
+    assert model.degree is None and not any("degree" in name for name, _ in model.named_parameters())
+    h = model.input(x) + model.pe(pe)
+    for layer, kind in zip(model.layers, schedule, strict=True):
+        h = layer(h, graph, kind)
+    out = model(x, graph, pe)
+    torch.testing.assert_close(out, model.head(model.norm(h)), rtol=0, atol=1e-12)
+    other = type(graph)(graph.num_nodes, graph.edge_index, torch.zeros_like(graph.degree))
+    torch.testing.assert_close(model(x, other, pe), out, rtol=0, atol=0)
+
+
 def test_branch_activation_applies_to_every_attention_branch():
     """branch_activation='elu': each layer is h + ELU(Attn(LN(h))) (dense) or ELU(Attn(LN(h))) (topology layers
     without the residual), recomputed by hand in float64; an unknown name is refused."""
