@@ -18,7 +18,7 @@ import statistics
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, replace
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 
 import torch
@@ -51,6 +51,30 @@ from quant.config import QuantConfig  # noqa: E402
 GT_CONFIG = TrainConfig(attention="interleaved", num_layers=3, hidden_dim=64, num_heads=8, dropout=0.5,
                         input_dropout=0.8, sparse_residual=False, ffn_ratio=0, pe="none", max_degree=0, lr=5e-3,
                         weight_decay=5e-3, optimizer="adam", epochs=150, patience=40)
+
+
+_FIELD_TYPES = {f.name: type(getattr(GT_CONFIG, f.name)) for f in fields(TrainConfig)}
+
+
+def parse_overrides(spec: str, what: str) -> dict:
+    """'field=value,field=value' -> overrides typed like the TrainConfig fields (tuples as a/b/c, bools as
+    true/false); an unknown field or a malformed item is refused, naming ``what`` (the option it came from)."""
+    overrides = {}
+    for item in filter(None, spec.split(",")):
+        key, sep, value = item.partition("=")
+        if not sep or key not in _FIELD_TYPES:
+            raise SystemExit(f"error: {what}: {item!r} is not field=value of a TrainConfig field; "
+                             f"fields: {', '.join(sorted(_FIELD_TYPES))}")
+        kind = _FIELD_TYPES[key]
+        if kind is tuple:
+            overrides[key] = tuple(value.split("/"))
+        elif kind is bool:
+            if value not in ("true", "false"):
+                raise SystemExit(f"error: {what}: {key} takes true or false")
+            overrides[key] = value == "true"
+        else:
+            overrides[key] = kind(value)
+    return overrides
 
 
 def _stats(accs: list[float]) -> dict:
@@ -143,6 +167,10 @@ def main() -> None:
     p.add_argument("--target-bits", type=float, default=QuantConfig.target_bits)
     p.add_argument("--penalty-weight", type=float, default=QuantConfig.penalty_weight)
     p.add_argument("--skip-gcn", action="store_true", help="keep the GCN baseline already in the results file")
+    p.add_argument("--set", default="", metavar="FIELD=VALUE,...",
+                   help="override TrainConfig fields of the graph transformer (applied last; recorded in the row), "
+                        "e.g. a configuration selected by benchmarks/gt_screen.py: "
+                        "degree_embedding=false,label_smoothing=0.1")
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
                    help="cuda: GCN and graph transformer (FP32 or quantized) both on the GPU, stored as separate rows "
                         "(keys *_cuda)")
@@ -150,7 +178,8 @@ def main() -> None:
     if args.device == "cuda" and args.jobs > 1:
         raise SystemExit("error: --device cuda runs one job at a time (one GPU); drop --jobs")
     torch.set_num_threads(args.threads)
-    cfg = replace(GT_CONFIG, attention=args.attention, epochs=args.epochs)
+    overrides = parse_overrides(args.set, "--set")
+    cfg = replace(GT_CONFIG, attention=args.attention, epochs=args.epochs, **overrides)
     qcfg = None
     if args.quant != "none":
         cfg = replace(cfg, patience=args.epochs)
@@ -173,6 +202,8 @@ def main() -> None:
 
         def store(gt: dict, name=name, gcn=gcn) -> None:
             gt["command"] = " ".join(sys.argv)
+            if overrides:
+                gt["overrides"] = {k: list(v) if isinstance(v, tuple) else v for k, v in overrides.items()}
             gt["device"] = device_name(args.device)
             stored = result["datasets"].setdefault(name, {})
             stored.update(store_entry(stored, key, gt))

@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from dataclasses import asdict, fields, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
@@ -30,11 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import RESULTS, device_name, load_json, machine, save_json  # noqa: E402
-from gt_accuracy import GT_CONFIG, _gt_seed, _stats  # noqa: E402
-
-from graphtransformer.training import TrainConfig  # noqa: E402
-
-_FIELD_TYPES = {f.name: type(getattr(GT_CONFIG, f.name)) for f in fields(TrainConfig)}
+from gt_accuracy import GT_CONFIG, _gt_seed, _stats, parse_overrides  # noqa: E402
 
 
 def parse_variant(text: str) -> tuple[str, dict]:
@@ -42,22 +38,7 @@ def parse_variant(text: str) -> tuple[str, dict]:
     name, _, spec = text.partition(":")
     if not name:
         raise SystemExit(f"error: --variant {text!r} has no name; use NAME or NAME:field=value,...")
-    overrides = {}
-    for item in filter(None, spec.split(",")):
-        key, sep, value = item.partition("=")
-        if not sep or key not in _FIELD_TYPES:
-            raise SystemExit(f"error: --variant {text!r}: {item!r} is not field=value of a TrainConfig field; "
-                             f"fields: {', '.join(sorted(_FIELD_TYPES))}")
-        kind = _FIELD_TYPES[key]
-        if kind is tuple:
-            overrides[key] = tuple(value.split("/"))
-        elif kind is bool:
-            if value not in ("true", "false"):
-                raise SystemExit(f"error: --variant {text!r}: {key} takes true or false")
-            overrides[key] = value == "true"
-        else:
-            overrides[key] = kind(value)
-    return name, overrides
+    return name, parse_overrides(spec, f"--variant {text!r}")
 
 
 def run_variant(dataset: str, overrides: dict, seeds: list[int], device: str = "cpu") -> dict:

@@ -300,6 +300,12 @@ def render_integer_accuracy(res: dict) -> list[str]:
     return lines + ["", f"Machine: `{json.dumps(res.get('machine', {}))}`", ""]
 
 
+# Graph-transformer configuration fields that rows written before the field existed do not record, with the value
+# those runs used (ffn_ratio's default was 2; the others were off; the degree embedding was always there).
+GT_FIELDS_BEFORE_RECORDED = {"ffn_ratio": 2, "degree_embedding": True, "label_smoothing": 0.0, "ema_decay": 0.0,
+                             "branch_activation": "none", "layer_scale": 0.0}
+
+
 def render_gt_accuracy(res: dict) -> list[str]:
     lines = ["## Graph transformer accuracy (validation-selected test accuracy, %)", "",
              f"File: `benchmarks/results/gt_accuracy.json`; last command: `python {res.get('command', '')}` "
@@ -317,9 +323,12 @@ def render_gt_accuracy(res: dict) -> list[str]:
             gcn = d["gcn_cuda" if key.endswith("_cuda") else "gcn"]
             bits = gt.get("final_avg_bits", {}).get("mean")
             gap = gt["test_acc"]["mean"] - gcn["test_acc"]["mean"]
-            cfg = {"ffn_ratio": 2, **gt.get("config", {})}  # files written before ffn_ratio existed had FFN width 2
-            differs = [f"{k}={cfg[k]}" for k in sorted(base) if k in cfg and cfg[k] != base[k]]
+            cfg = {**GT_FIELDS_BEFORE_RECORDED, **gt.get("config", {})}
+            ref = {**GT_FIELDS_BEFORE_RECORDED, **base} if base else {}
+            differs = [f"{k}={cfg[k]}" for k in sorted(ref) if k in cfg and cfg[k] != ref[k]]
             variant = key[3:] + (f" (config differs: {', '.join(differs)})" if differs else "")
+            if gt.get("overrides"):
+                variant += " (set: " + ", ".join(f"{k}={v}" for k, v in sorted(gt["overrides"].items())) + ")"
             fp32_key = f"gt_{cfg.get('attention', 'interleaved')}" + ("_cuda" if key.endswith("_cuda") else "")
             fp32 = d.get(fp32_key) if bits is not None else None
             own = f"{gt['test_acc']['mean'] - fp32['test_acc']['mean']:+.2f}" if fp32 else "-"

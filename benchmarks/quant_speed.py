@@ -76,6 +76,8 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--dense-input", action="store_true",
                    help="also time each method that takes sparse input with dense input (<method>@dense)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch threads (default 1: the ratios are per CPU core, as the issue's targets)")
     p.add_argument("--name", default="quant_speed", help="results file name (benchmarks/results/<name>.json)")
     p.add_argument("--merge", action="store_true",
                    help="keep the cases of earlier runs in the results file (each case names its command)")
@@ -83,6 +85,7 @@ def main() -> None:
     methods = args.methods.split(",")
     if methods[0] != "none":
         raise SystemExit("error: --methods must start with 'none' (the FP32 reference of the ratios)")
+    torch.set_num_threads(args.threads)  # recorded by machine(); the environment's default is every core
     load_start = os.getloadavg()[0]
     command = "python benchmarks/quant_speed.py " + " ".join(sys.argv[1:])
     out = {"machine": machine(), "command": command, "repeats": args.repeats, "steps": args.steps,

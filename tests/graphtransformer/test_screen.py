@@ -98,3 +98,23 @@ def test_partial_accuracy_run_never_replaces_a_finished_row():
     assert store_entry({"gt_x": old_done}, "gt_x", part) == {"partial_gt_x": part}
     stored = {"gt_x": old_done, "partial_gt_x": part}
     assert store_entry(stored, "gt_x", done) == {"gt_x": done} and "partial_gt_x" not in stored
+
+
+def test_accuracy_rows_name_config_differences_including_fields_older_rows_lack():
+    """A row written before a configuration field existed ran with that field's old value (the degree embedding was
+    always there, no label smoothing): against a base row that sets them otherwise the difference is named, and a
+    row's --set overrides are shown."""
+    from make_results import render_gt_accuracy
+
+    gcn = {"test_acc": {"mean": 81.0, "std": 0.5, "n": 5}}
+    acc = {"mean": 80.0, "std": 1.0, "n": 5}
+    base = {"test_acc": acc, "config": {"epochs": 300, "degree_embedding": False, "label_smoothing": 0.1},
+            "overrides": {"degree_embedding": False, "label_smoothing": 0.1}}
+    old = {"test_acc": acc, "config": {"epochs": 150}, "final_avg_bits": {"mean": 4.0}}
+    rows = render_gt_accuracy({"datasets": {"cora": {"gcn": gcn, "gt_interleaved": base, "gt_interleaved_a2q": old}}})
+    [base_row] = [r for r in rows if r.startswith("| cora |") and "| interleaved " in r]
+    [old_row] = [r for r in rows if "interleaved_a2q" in r]
+    assert "(set: degree_embedding=False, label_smoothing=0.1)" in base_row and "config differs" not in base_row
+    assert "(config differs: degree_embedding=True, epochs=150, label_smoothing=0.0)" in old_row
+    alone = render_gt_accuracy({"datasets": {"x": {"gcn": gcn, "gt_sparse": old}}})
+    assert not any("config differs" in r for r in alone)  # no base row of that dataset: nothing to compare with
