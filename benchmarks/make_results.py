@@ -325,10 +325,11 @@ def render_gt_accuracy(res: dict) -> list[str]:
             gap = gt["test_acc"]["mean"] - gcn["test_acc"]["mean"]
             cfg = {**GT_FIELDS_BEFORE_RECORDED, **gt.get("config", {})}
             ref = {**GT_FIELDS_BEFORE_RECORDED, **base} if base else {}
-            differs = [f"{k}={cfg[k]}" for k in sorted(ref) if k in cfg and cfg[k] != ref[k]]
+            set_here = gt.get("overrides", {})  # gt_accuracy --set: named once, as set
+            differs = [f"{k}={cfg[k]}" for k in sorted(ref) if k in cfg and cfg[k] != ref[k] and k not in set_here]
             variant = key[3:] + (f" (config differs: {', '.join(differs)})" if differs else "")
-            if gt.get("overrides"):
-                variant += " (set: " + ", ".join(f"{k}={v}" for k, v in sorted(gt["overrides"].items())) + ")"
+            if set_here:
+                variant += " (set: " + ", ".join(f"{k}={v}" for k, v in sorted(set_here.items())) + ")"
             fp32_key = f"gt_{cfg.get('attention', 'interleaved')}" + ("_cuda" if key.endswith("_cuda") else "")
             fp32 = d.get(fp32_key) if bits is not None else None
             own = f"{gt['test_acc']['mean'] - fp32['test_acc']['mean']:+.2f}" if fp32 else "-"

@@ -118,3 +118,37 @@ def test_accuracy_rows_name_config_differences_including_fields_older_rows_lack(
     assert "(config differs: degree_embedding=True, epochs=150, label_smoothing=0.0)" in old_row
     alone = render_gt_accuracy({"datasets": {"x": {"gcn": gcn, "gt_sparse": old}}})
     assert not any("config differs" in r for r in alone)  # no base row of that dataset: nothing to compare with
+
+
+def test_accuracy_run_applies_and_records_set_overrides(monkeypatch, tmp_path):
+    """``gt_accuracy.py --set`` overrides any field, also one with its own option (--epochs), and the row (stored
+    under ``--row-suffix``) keeps the overrides; a bad field is refused before anything runs."""
+    import _common
+    import gt_accuracy
+
+    seen = []
+
+    def fake_seed(name, seed, cfg, threads, qcfg=None, device="cpu"):
+        seen.append(cfg)
+        return {"seed": seed, "test_acc": 0.8, "val_acc": 0.8, "seconds": 1.0, "epoch": 3}
+
+    monkeypatch.setattr(_common, "RESULTS", tmp_path)
+    monkeypatch.setattr(gt_accuracy, "_gt_seed", fake_seed)
+    monkeypatch.setattr(gt_accuracy, "run_gcn", lambda graph, seeds, device="cpu": {"test_acc": _acc(81.0)})
+    monkeypatch.setattr(sys, "argv", ["gt_accuracy.py", "--datasets", "cora", "--seeds", "2", "--epochs", "7",
+                                      "--set", "epochs=300,degree_embedding=false,label_smoothing=0.1",
+                                      "--row-suffix", "selected"])
+    gt_accuracy.main()
+    assert [(c.epochs, c.degree_embedding, c.label_smoothing) for c in seen] == [(300, False, 0.1)] * 2
+    rows = json.loads((tmp_path / "gt_accuracy.json").read_text())["datasets"]["cora"]
+    assert "gt_interleaved" not in rows  # the default configuration's row is left alone
+    row = rows["gt_interleaved_selected"]
+    assert row["overrides"] == {"epochs": 300, "degree_embedding": False, "label_smoothing": 0.1}
+    assert row["config"]["epochs"] == 300
+    monkeypatch.setattr(sys, "argv", ["gt_accuracy.py", "--set", "epoch=3"])
+    with pytest.raises(SystemExit, match="not field=value"):
+        gt_accuracy.main()
+
+
+def _acc(mean):
+    return {"mean": mean, "std": 0.0, "n": 2}
