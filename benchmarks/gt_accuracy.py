@@ -83,6 +83,11 @@ def parse_overrides(spec: str, what: str) -> dict:
     return overrides
 
 
+def overrides_json(overrides: dict) -> dict:
+    """Overrides as stored in a result file (tuples as lists, as ``asdict`` of the config writes them)."""
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in overrides.items()}
+
+
 def _stats(accs: list[float]) -> dict:
     pct = [100.0 * a for a in accs]
     return {"mean": statistics.fmean(pct), "std": statistics.stdev(pct) if len(pct) > 1 else 0.0, "n": len(pct)}
@@ -213,7 +218,7 @@ def main() -> None:
         def store(gt: dict, name=name, gcn=gcn) -> None:
             gt["command"] = " ".join(sys.argv)
             if overrides:
-                gt["overrides"] = {k: list(v) if isinstance(v, tuple) else v for k, v in overrides.items()}
+                gt["overrides"] = overrides_json(overrides)
             gt["device"] = device_name(args.device)
             stored = result["datasets"].setdefault(name, {})
             stored.update(store_entry(stored, key, gt))

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import RESULTS, device_name, load_json, machine, save_json  # noqa: E402
-from gt_accuracy import GT_CONFIG, _gt_seed, _stats, parse_overrides  # noqa: E402
+from gt_accuracy import GT_CONFIG, _gt_seed, _stats, overrides_json, parse_overrides  # noqa: E402
 
 
 def parse_variant(text: str) -> tuple[str, dict]:
@@ -45,7 +45,7 @@ def run_variant(dataset: str, overrides: dict, seeds: list[int], device: str = "
     cfg = replace(GT_CONFIG, **overrides)  # TrainConfig validates the values
     t0 = time.perf_counter()
     records = [_gt_seed(dataset, seed, cfg, 1, device=device) for seed in seeds]
-    return {"overrides": {k: list(v) if isinstance(v, tuple) else v for k, v in overrides.items()},
+    return {"overrides": overrides_json(overrides),
             "config": asdict(cfg), "seeds": seeds,
             "val_acc": _stats([r["val_acc"] for r in records]), "test_acc": _stats([r["test_acc"] for r in records]),
             "per_seed": [{"seed": r["seed"], "val_acc": r["val_acc"], "test_acc": r["test_acc"],
