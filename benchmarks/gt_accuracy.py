@@ -79,7 +79,10 @@ def parse_overrides(spec: str, what: str) -> dict:
                 raise SystemExit(f"error: {what}: {key} takes true or false")
             overrides[key] = value == "true"
         else:
-            overrides[key] = kind(value)
+            try:
+                overrides[key] = kind(value)
+            except ValueError:
+                raise SystemExit(f"error: {what}: {key}={value!r} is not of type {kind.__name__}") from None
     return overrides
 
 

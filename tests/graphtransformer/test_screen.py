@@ -22,7 +22,8 @@ def test_variant_overrides_are_typed_like_the_config():
 
 
 @pytest.mark.parametrize("text, message", [("x:nonsense=1", "not field=value"), ("x:epochs", "not field=value"),
-                                           (":epochs=3", "no name"), ("x:sparse_residual=yes", "true or false")])
+                                           (":epochs=3", "no name"), ("x:sparse_residual=yes", "true or false"),
+                                           ("x:epochs=many", "epochs='many' is not of type int")])
 def test_bad_variants_are_refused(text, message):
     with pytest.raises(SystemExit, match=message):
         parse_variant(text)
