@@ -43,10 +43,12 @@ def save_results(name: str, payload: dict) -> Path:
 
 
 QUANT_TRAINING_FIELDS = ("epochs", "dropout", "weight_decay", "features", "hidden_dim", "fp32_warmup_epochs",
-                         "device")
+                         "weight_bits", "xw_bits", "device")
+QUANTIZED_ONLY_FIELDS = ("fp32_warmup_epochs", "weight_bits", "xw_bits")  # an FP32 cell never has them
 
 
-_TUNING_FLAGS = ("--epochs", "--dropout", "--weight-decay", "--features", "--hidden", "--fp32-warmup")
+_TUNING_FLAGS = ("--epochs", "--dropout", "--weight-decay", "--features", "--hidden", "--fp32-warmup", "--weight-bits",
+                 "--xw-bits")
 
 
 def is_preset_grid_cell(cell: dict) -> bool:

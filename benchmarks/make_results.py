@@ -94,6 +94,8 @@ def _training_text(c: dict) -> str:
         + (f", {c['features']} features" if "features" in c else "") \
         + (f", hidden {c['hidden_dim']}" if "hidden_dim" in c else "") \
         + (f", after {c['fp32_warmup_epochs']} FP32 warm-up epochs" if "fp32_warmup_epochs" in c else "") \
+        + "".join(f", {label} {c[key]}-bit" for key, label in (("weight_bits", "weights"), ("xw_bits", "XW"))
+                  if key in c) \
         + (f", {c['device']}" if "device" in c else "")
 
 

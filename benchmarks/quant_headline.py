@@ -6,7 +6,7 @@ Selection logic only: `make_results` renders the tables, `quant_table.plot` draw
 
 from __future__ import annotations
 
-from _common import quant_training_key
+from _common import QUANTIZED_ONLY_FIELDS, quant_training_key
 
 HEADLINE_GAP_PT = -1.0  # the issue: A2Q GCN on Cora at <= 1.7 bits, at most 1.0 pt under our FP32
 HEADLINE_TARGET_BITS = 1.7
@@ -22,16 +22,16 @@ def _fp32_by_training(cells: list[dict]) -> dict[tuple, dict]:
 
 
 def _fp32_of(c: dict, fp32: dict[tuple, dict]) -> dict | None:
-    """The FP32 cell of ``c``'s training (an FP32 warm-up of the quantized run aside)."""
-    return fp32.get(quant_training_key({**c, "fp32_warmup_epochs": None}))
+    """The FP32 cell of ``c``'s training (an FP32 warm-up and the weight / XW bits of the quantized run aside)."""
+    return fp32.get(quant_training_key({**c, **dict.fromkeys(QUANTIZED_ONLY_FIELDS)}))
 
 
 def a2q_headline(cells: list[dict]) -> tuple[list[dict], dict | None]:
     """The A2Q headline sweep: Cora GCN A2Q cells at target 1.7, each with ``fp32`` (the FP32 cell of the same
-    training: epochs, dropout, weight decay, features, hidden width, device, any FP32 warm-up of the quantized run
-    aside; None if not run) and ``gap`` (test mean minus that FP32's, pt). Returns (rows, selected): the selected
-    row has the highest mean validation accuracy among rows that recorded it, kept every seed within the bit budget
-    and have an FP32 to compare with."""
+    training: epochs, dropout, weight decay, features, hidden width, device; the quantized run's FP32 warm-up and
+    weight / XW bits aside; None if not run) and ``gap`` (test mean minus that FP32's, pt). Returns (rows,
+    selected): the selected row has the highest mean validation accuracy among rows that recorded it, kept every
+    seed within the bit budget and have an FP32 to compare with."""
     fp32 = _fp32_by_training(cells)
     rows = []
     for c in cells:

@@ -62,6 +62,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--fp32-warmup", type=int, default=0,
                    help="quantized cells first train FP32 this many epochs, then quantize and train --epochs more "
                         "(cells record it; FP32 cells ignore it)")
+    p.add_argument("--weight-bits", type=int, help="signed bits of the weights of a2q / degree-aware cells (default "
+                   "4, A2Q's; cells record it when set)")
+    p.add_argument("--xw-bits", type=int, help="signed bits of XW of a2q / degree-aware cells (default 4, A2Q's; "
+                   "cells record it when set)")
     p.add_argument("--features", choices=FEATURE_PREPROCESSING,
                    help="input feature preprocessing in place of the registry's (Cora: row-normalized)")
     p.add_argument("--out", type=Path, default=RESULTS / "quant_table.json")
@@ -73,12 +77,14 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def run_cell(graph, arch: str, method: str, target: float, seeds: list[int], epochs: int | None,
              penalty_weight: float = 2.5, dropout: float | None = None, weight_decay: float | None = None,
-             device: str = "cpu", hidden: int | None = None, fp32_warmup: int = 0) -> dict:
+             device: str = "cpu", hidden: int | None = None, fp32_warmup: int = 0,
+             fixed_bits: dict[str, int] | None = None) -> dict:
     model_cfg, train_cfg = model_and_train_config(graph, arch)
     model_cfg = with_overrides(model_cfg, dropout=dropout, hidden_dim=hidden)
     train_cfg = with_overrides(train_cfg, epochs=epochs, weight_decay=weight_decay)
+    fixed_bits = fixed_bits if method in LEARNED else {}  # weight / XW bits of the learned-bit methods only
     train_cfg = replace(train_cfg, quant=method, target_bits=target, penalty_weight=penalty_weight, device=device,
-                        fp32_warmup_epochs=0 if method == "none" else fp32_warmup)
+                        fp32_warmup_epochs=0 if method == "none" else fp32_warmup, **(fixed_bits or {}))
     runs = []
     for seed, fold in run_jobs(graph, seeds, num_folds=len(seeds)):
         seed_everything(seed)
@@ -108,6 +114,7 @@ def run_cell(graph, arch: str, method: str, target: float, seeds: list[int], epo
         cell["compression"] = 32.0 / cell["avg_bits"]["mean"] if cell["avg_bits"]["mean"] else None
         if fp32_warmup:
             cell["fp32_warmup_epochs"] = fp32_warmup  # only when used: earlier cells keep their keys
+        cell.update(fixed_bits or {})  # likewise, only when set
     return cell
 
 
@@ -205,6 +212,11 @@ def main(argv=None) -> dict:
     t0 = time.time()
     command = "python benchmarks/quant_table.py " + " ".join(argv if argv is not None else sys.argv[1:])
     previous = json.loads(args.out.read_text()) if args.merge and args.out.exists() else None
+    fixed_bits = {k: v for k, v in (("weight_bits", args.weight_bits), ("xw_bits", args.xw_bits)) if v is not None}
+    dq = [m for m in args.methods.split(",") if m.startswith("dq-")]
+    if fixed_bits and dq:
+        sys.exit(f"error: --weight-bits / --xw-bits set the fixed bits of a2q and degree-aware; {', '.join(dq)} "
+                 f"quantize every tensor at their INT width: run them in a command without these options")
     for name in args.datasets.split(","):
         graph = load_dataset(name, features=args.features)
         for arch in args.models.split(","):
@@ -214,7 +226,7 @@ def main(argv=None) -> dict:
                 for target in cell_targets:
                     cell = run_cell(graph, arch, method, target, seeds, args.epochs, args.penalty_weight,
                                     args.dropout, args.weight_decay, args.device, args.hidden,
-                                    args.fp32_warmup)
+                                    args.fp32_warmup, fixed_bits)
                     if args.device != "cpu":
                         cell["device"] = device_name(args.device)
                     if method == "none":

@@ -43,6 +43,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--quantize-mlp-hidden", action="store_true",
                    help="with --quant and --model gin: also quantize the MLP's hidden activation per node, as A2Q's "
                         "GIN code does (off by default; the results tables were trained without it)")
+    p.add_argument("--weight-bits", type=int, metavar="BITS",
+                   help="with --quant a2q/degree-aware: signed bits of the weights, per output channel (default 4, "
+                        "A2Q's; not counted in the feature bits)")
+    p.add_argument("--xw-bits", type=int, metavar="BITS",
+                   help="with --quant a2q/degree-aware: signed bits of XW, the combination output before "
+                        "aggregation, per channel (default 4, A2Q's; not counted in the feature bits)")
     p.add_argument("--split-seed", type=int, default=0, help="seed of random splits and CV folds")
     p.add_argument("--features", choices=FEATURE_PREPROCESSING,
                    help="input feature preprocessing in place of the dataset registry's (Cora: row-normalized)")
@@ -70,7 +76,8 @@ def main(argv: list[str] | None = None) -> dict:
         train_cfg = with_overrides(train_cfg, epochs=args.epochs, lr=args.lr, weight_decay=args.weight_decay,
                                    quant=args.quant, target_bits=args.target_bits, device=args.device,
                                    penalty_weight=args.penalty_weight, fp32_warmup_epochs=args.fp32_warmup or None,
-                                   quantize_mlp_hidden=args.quantize_mlp_hidden or None)
+                                   quantize_mlp_hidden=args.quantize_mlp_hidden or None,
+                                   weight_bits=args.weight_bits, xw_bits=args.xw_bits)
     except (DataError, ValueError) as e:
         sys.exit(f"error: {e}")
     run_dir = args.run_dir or Path("runs") / f"{graph.name}_{args.model}_{args.quant}_{time.strftime('%Y%m%d-%H%M%S')}"

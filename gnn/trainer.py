@@ -26,6 +26,8 @@ from gnn.data.loaders import GraphData
 from gnn.data.splits import Split
 
 QUANT_METHODS = ("none", "a2q", "degree-aware", "dq-int8", "dq-int4")
+LEARNED_BIT_METHODS = ("a2q", "degree-aware")
+DEFAULT_FIXED_BITS = 4  # QuantConfig's weight_bits / xw_bits default (A2Q's code); a test keeps them equal
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,6 +52,10 @@ class TrainConfig:
             ``epochs`` more: quantization-aware fine-tuning from a trained model instead of from scratch. 0: off.
         quantize_mlp_hidden: with ``quant``, also quantize GIN's MLP hidden activation, as A2Q's GIN code does
             (``quant.config.QuantConfig.quantize_mlp_hidden``).
+        weight_bits, xw_bits: with a learned-bit ``quant`` (a2q, degree-aware), the fixed signed bitwidths of the
+            weights (per output channel) and of XW (per channel) (``QuantConfig.weight_bits`` / ``xw_bits``; A2Q's
+            code keeps both at 4). They are not node features: the memory penalty and the average bits do not
+            count them.
         checkpoint_every: save a resumable checkpoint every this many epochs.
         device: ``"cpu"`` or ``"cuda"``.
     """
@@ -66,6 +72,8 @@ class TrainConfig:
     penalty_weight: float = 2.5
     fp32_warmup_epochs: int = 0
     quantize_mlp_hidden: bool = False
+    weight_bits: int = DEFAULT_FIXED_BITS
+    xw_bits: int = DEFAULT_FIXED_BITS
     checkpoint_every: int = 50
     device: str = "cpu"
 
@@ -79,6 +87,16 @@ class TrainConfig:
                              "quant method (an FP32 run just trains longer: raise epochs)")
         if self.quantize_mlp_hidden and self.quant == "none":
             raise ValueError("TrainConfig: quantize_mlp_hidden needs a quant method")
+        for name in ("weight_bits", "xw_bits"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 8:
+                raise ValueError(f"TrainConfig: {name}={v!r} is an invalid bitwidth; use an integer in [1, 8]")
+        if (self.weight_bits, self.xw_bits) != (DEFAULT_FIXED_BITS, DEFAULT_FIXED_BITS) \
+                and self.quant not in LEARNED_BIT_METHODS:
+            raise ValueError(f"TrainConfig: weight_bits={self.weight_bits} / xw_bits={self.xw_bits} set the fixed "
+                             f"bitwidths of a learned-bit method ({', '.join(LEARNED_BIT_METHODS)}); quant="
+                             f"{self.quant!r} has none (Degree-Quant uses its INT width for every tensor): drop them "
+                             f"or change quant")
         if self.lr_decay_every < 0 or not 0.0 < self.lr_decay <= 1.0:
             raise ValueError(f"TrainConfig: lr_decay_every={self.lr_decay_every} must be >= 0 and "
                              f"lr_decay={self.lr_decay} in (0, 1]")
@@ -272,7 +290,8 @@ def apply_quantization(model: nn.Module, graph: GraphData, cfg: TrainConfig) -> 
     from quant.api import QuantConfig, quantize_
 
     qcfg = QuantConfig(method=cfg.quant, target_bits=cfg.target_bits, penalty_weight=cfg.penalty_weight,
-                       quantize_mlp_hidden=cfg.quantize_mlp_hidden)
+                       quantize_mlp_hidden=cfg.quantize_mlp_hidden, weight_bits=cfg.weight_bits,
+                       xw_bits=cfg.xw_bits)
     quantize_(model, qcfg, graph.data if graph.task == "node" else None)
     model._quant_config = qcfg
     return model

@@ -19,11 +19,12 @@ INT4: low 0.1, change 0.1; percentile 0.001 / 0.01).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Literal
 
 METHODS = ("a2q", "degree-aware", "dq-int8", "dq-int4")
 MIN_BITS = 1
+FIXED_BIT_FIELDS = ("weight_bits", "xw_bits", "attention_bits", "edge_bits")  # A2Q / degree-aware only
 NNS_RANGES = ("code", "paper")
 NNS_MODES = ("uniform", "degree")
 DEGREE_BUCKETS = ("linear", "log2")
@@ -103,11 +104,16 @@ class QuantConfig:
             raise ValueError(f"{name}: unknown method {self.method!r}; valid: {', '.join(METHODS)}")
         if not (isinstance(self.max_bits, int) and MIN_BITS <= self.max_bits <= 8):
             raise ValueError(f"{name}: max_bits={self.max_bits!r} is invalid; use an integer in [1, 8]")
-        for field in ("init_bits", "weight_bits", "xw_bits", "attention_bits", "edge_bits"):
+        for field in ("init_bits", *FIXED_BIT_FIELDS):
             v = getattr(self, field)
             if not isinstance(v, int) or isinstance(v, bool) or not MIN_BITS <= v <= self.max_bits:
                 raise ValueError(f"{name}: {field}={v!r} is an invalid bitwidth; use an integer in "
                                  f"[{MIN_BITS}, max_bits={self.max_bits}]")
+        changed = [f.name for f in fields(self) if f.name in FIXED_BIT_FIELDS and getattr(self, f.name) != f.default]
+        if self.is_dq and changed:
+            raise ValueError(f"{name}: {', '.join(changed)} set fixed bitwidths of A2Q / degree-aware; "
+                             f"{self.method} quantizes every tensor at its own INT width: drop them or change "
+                             f"method")
         t = self.target_bits
         if not isinstance(t, int | float) or not math.isfinite(t) or not 0.0 <= t <= self.max_bits:
             raise ValueError(f"{name}: target_bits={t!r} is invalid; give the average feature bits without the "

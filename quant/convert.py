@@ -284,7 +284,9 @@ def load_trained(run_dir: Path | str, seed_dir: str | None = None, data_root: st
                          features=data.get("features"))
     model = build_model(ModelConfig(**config["model"]))
     quantize_(model, QuantConfig(method=train["quant"], target_bits=train["target_bits"],
-                                 quantize_mlp_hidden=train.get("quantize_mlp_hidden", False)), graph.data)
+                                 quantize_mlp_hidden=train.get("quantize_mlp_hidden", False),
+                                 weight_bits=train.get("weight_bits", QuantConfig.weight_bits),
+                                 xw_bits=train.get("xw_bits", QuantConfig.xw_bits)), graph.data)
     model.load_state_dict(torch.load(subs[0] / "best.pt", map_location="cpu", weights_only=True))
     model.eval()
     return TrainedRun(model=model, graph=graph, config=config, checkpoint=subs[0] / "best.pt")

@@ -178,3 +178,37 @@ def test_gin_mlp_hidden_quantization_trains_and_reloads(tmp_path):
     assert isinstance(run.model.convs[1].mlp[3], A2QQuantizer) and run.model.convs[1].mlp[3].unsigned
     with pytest.raises(ValueError, match="quantize_mlp_hidden needs a quant method"):
         TrainConfig(quantize_mlp_hidden=True)
+
+
+def test_weight_and_xw_bits_train_and_reload(tmp_path):
+    """``--weight-bits`` / ``--xw-bits`` reach the A2Q weight and XW quantizers, the run records them, the
+    checkpoint reloads with them, and the export's integer model carries them."""
+    from gnn.train import main
+    from quant.convert import load_trained, to_quantized_gcn
+
+    main(["--dataset", "cora", "--model", "gcn", "--quant", "a2q", "--target-bits", "4", "--epochs", "2",
+          "--seeds", "1", "--weight-bits", "8", "--xw-bits", "6", "--run-dir", str(tmp_path), "--no-progress"])
+    train = json.loads((tmp_path / "config.json").read_text())["train"]
+    assert (train["weight_bits"], train["xw_bits"]) == (8, 6)
+    conv = load_trained(tmp_path).model.convs[0]
+    assert conv.lin.q_weight.rounded_bits().unique().tolist() == [8.0]
+    assert conv.q_xw.rounded_bits().unique().tolist() == [6.0]
+    run = load_trained(tmp_path)
+    qm = to_quantized_gcn(run.model, run.graph.data.x, run.graph.data.edge_index)
+    layer = qm.model.layers[0]
+    assert layer.w_bits == 8 and set(layer.xw_bits.tolist()) == {6}
+
+
+def test_fixed_bits_defaults_match_quant_config_and_bad_values_are_refused():
+    from gnn.trainer import DEFAULT_FIXED_BITS
+    from quant.config import QuantConfig
+
+    assert QuantConfig.weight_bits == QuantConfig.xw_bits == DEFAULT_FIXED_BITS
+    for bad in (0, 9, 2.5, True):
+        with pytest.raises(ValueError, match="invalid bitwidth"):
+            TrainConfig(quant="a2q", weight_bits=bad)
+    for quant in ("none", "dq-int8", "dq-int4"):
+        with pytest.raises(ValueError, match="learned-bit method"):
+            TrainConfig(quant=quant, xw_bits=8)
+    with pytest.raises(ValueError, match="xw_bits set fixed bitwidths"):
+        QuantConfig(method="dq-int4", xw_bits=8)

@@ -81,3 +81,25 @@ def test_pareto_takes_the_selected_recipe_at_every_target():
     assert "a2q: the fewest bits whose run tests within 1 pt of FP32 are 1.90 (target 2, -0.90 pt)." in text
     assert "degree-aware: no target of this recipe comes within 1 pt of FP32." in text
     assert make_results.render_a2q_pareto([cell("fp32", 82.0)]) == []
+
+
+def test_run_with_wider_weights_and_xw_meets_the_fp32_of_its_training_and_says_so():
+    """Weight / XW bits are quantized-only training fields: such a run compares with the FP32 run of its training,
+    its row names the widths, and it forms a recipe of its own (the 4-bit run at another target is not on its
+    curve)."""
+    wide = {**cell("a2q", 81.0, val=82.0, hidden=64, penalty=10.0), "weight_bits": 8, "xw_bits": 8}
+    narrow_other_target = {**cell("a2q", 90.0, val=81.0, hidden=64, penalty=10.0), "target_bits": 3.0}
+    cells = [cell("fp32", 82.0, hidden=64), cell("a2q", 80.0, val=81.0, hidden=64, penalty=10.0), wide,
+             narrow_other_target]
+    rows, selected = make_results.a2q_headline(cells)
+    assert selected["cell"] is wide and selected["gap"] == pytest.approx(-1.0)
+    assert "hidden 64, weights 8-bit, XW 8-bit" in "\n".join(make_results.render_a2q_headline(cells))
+    _, curve = make_results.a2q_pareto(cells)
+    assert [r["cell"] for r in curve] == [wide]
+
+
+def test_quant_table_refuses_fixed_bits_for_degree_quant(tmp_path):
+    import quant_table
+
+    with pytest.raises(SystemExit, match="dq-int4"):
+        quant_table.main(["--methods", "none,dq-int4,a2q", "--weight-bits", "8", "--out", str(tmp_path / "q.json")])
