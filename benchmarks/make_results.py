@@ -157,6 +157,33 @@ def render_a2q_pareto(cells: list[dict]) -> list[str]:
                     "chosen on validation among the 1.7-bit runs).", ""]
 
 
+def render_a2q_hw_cost(res: dict) -> list[str]:
+    """The A2Q headline recipe at each weight / XW width: accuracy and what the accelerator model spends."""
+    rows = res.get("rows", [])
+    if not rows:
+        return []
+    base = rows[0]["width"]
+    lines = ["## A2Q headline recipe: weight / XW bits against accelerator cost", "",
+             f"Command: `{res['command']}` (file: `benchmarks/results/a2q_hw_cost.json`). Each run: `{res['recipe']} "
+             "--weight-bits W --xw-bits W`, one seed, then `python -m quant.export` and `python -m hw.simulate "
+             f"<export> --arch {res['arch']}` (functional check bit-exact). Mean +- std over seeds; ratio = mean / "
+             f"the {base}-bit mean. The recipe's accuracy over 20 seeds is in the A2Q headline table of the "
+             "quantization section; this measures what the same recipe costs in hardware.", "",
+             "| weight / XW bits | runs | test acc (fake-quant) | test acc (integer) | avg feature bits | all-in KB | "
+             "cycles | DRAM MiB | DRAM weights MiB | energy uJ |", "|---|---|---|---|---|---|---|---|---|---|"]
+    def cell(r: dict, m: str, scale: float = 1.0, fmt: str = ".1f") -> str:
+        text = f"{r[m]['mean'] / scale:{fmt}} +- {r[m]['std'] / scale:{fmt}}"
+        ratio = r.get("vs_first_width", {})
+        return text + (f" ({ratio[m]:.2f}x)" if r["width"] != base and m in ratio else "")
+
+    for r in rows:
+        lines.append(f"| {r['width']} | {r['runs']} | {_pm(r['test_acc'])} | {_pm(r['test_acc_integer'])} | "
+                     f"{r['avg_bits']['mean']:.2f} | {cell(r, 'all_in_bytes', 1024)} | {cell(r, 'cycles', 1, '.0f')} | "
+                     f"{cell(r, 'dram_bytes', 2**20, '.3f')} | {cell(r, 'dram_weight_bytes', 2**20, '.3f')} | "
+                     f"{cell(r, 'energy_uj')} |")
+    return lines + [""]
+
+
 def _live_commands(res: dict) -> list[str]:
     """The file's commands that still own a cell, in their recorded order (cells without a command keep all)."""
     commands = res.get("commands", [res.get("command", "")])
@@ -575,7 +602,8 @@ def render_gt_max_nodes(res: dict) -> list[str]:
     return lines + ["", f"Largest that trains: {largest}.", ""]
 
 
-RENDERERS = {"hw_ablation": render_hw_ablation, "dist_accuracy": render_dist_accuracy,
+RENDERERS = {"a2q_hw_cost": render_a2q_hw_cost, "hw_ablation": render_hw_ablation,
+             "dist_accuracy": render_dist_accuracy,
              "dist_quant_accuracy": render_dist_quant_accuracy, "dist_time": render_dist_time,
              "dist_bytes": render_dist_bytes, "hw_sim": render_hw_sim,
              "fp32_accuracy": render_fp32, "train_speed": render_speed, "quant_table": render_quant,
