@@ -136,7 +136,7 @@ def render_a2q_pareto(cells: list[dict]) -> list[str]:
     fp32, rows = a2q_pareto(cells)
     if len(rows) < 2:
         return []
-    recipe = _training_text(fp32)
+    recipe = _training_text(a2q_headline(cells)[1]["cell"])  # the quantized run's: its weight / XW bits too
     lines = [f"Bits against accuracy of the selected recipe ({recipe}, penalty a = "
              f"{rows[0]['cell'].get('penalty_weight')}), every target: Cora GCN, validation-selected test accuracy "
              f"against the FP32 run of that training ({_pm(fp32['test_acc'])}); plot "

@@ -41,7 +41,7 @@ from gnn.data.registry import FEATURE_PREPROCESSING
 from gnn.experiment import run_jobs
 from gnn.models import build_model
 from gnn.presets import model_and_train_config, with_overrides
-from gnn.trainer import seed_everything, summarize, train_one
+from gnn.trainer import DEFAULT_FIXED_BITS, seed_everything, summarize, train_one
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -194,8 +194,10 @@ def plot_pareto(fp32: dict, rows: list[dict], out_dir: Path) -> str:
     ax.set_xlabel("learned average feature bits (without sign bit)")
     ax.set_ylabel("test accuracy (%), val-selected")
     c = rows[0]["cell"]
+    w_bits, xw_bits = c.get("weight_bits", DEFAULT_FIXED_BITS), c.get("xw_bits", DEFAULT_FIXED_BITS)
     ax.set_title(f"Cora GCN, {c['test_acc']['n']} seeds, hidden {c.get('hidden_dim', 'preset')}, "
-                 f"{c.get('epochs')} epochs, a = {c.get('penalty_weight')}", fontsize=9)
+                 f"{c.get('epochs')} epochs, a = {c.get('penalty_weight')}, weights {w_bits}-bit, XW {xw_bits}-bit",
+                 fontsize=9)
     ax.legend(fontsize=8, loc="lower right")
     ax.grid(alpha=0.3)
     fig.tight_layout()
