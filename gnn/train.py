@@ -47,8 +47,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="with --quant a2q/degree-aware: signed bits of the weights, per output channel (default 4, "
                         "A2Q's; not counted in the feature bits)")
     p.add_argument("--xw-bits", type=int, metavar="BITS",
-                   help="with --quant a2q/degree-aware: signed bits of XW, the combination output before "
-                        "aggregation, per channel (default 4, A2Q's; not counted in the feature bits)")
+                   help="with --quant a2q/degree-aware and --model gcn/gin: signed bits of the per-channel points "
+                        "(GCN's XW, the combination output before aggregation; GIN's input) (default 4, A2Q's; not "
+                        "counted in the feature bits)")
     p.add_argument("--split-seed", type=int, default=0, help="seed of random splits and CV folds")
     p.add_argument("--features", choices=FEATURE_PREPROCESSING,
                    help="input feature preprocessing in place of the dataset registry's (Cora: row-normalized)")

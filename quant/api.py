@@ -21,6 +21,7 @@ batch (graph tasks).
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import fields
 
 import torch
 from torch import Tensor, nn
@@ -65,6 +66,22 @@ def _make_a2q(spec, cfg: QuantConfig, ctx: GraphContext, node_task: bool) -> A2Q
                         **common)
 
 
+def _check_fixed_bits_apply(cfg: QuantConfig, specs) -> None:
+    """A fixed bitwidth set away from its default must have a quantization point to act on (else it would be
+    ignored): ``xw_bits`` needs a per-channel point (GCN's XW, GIN's input; GAT's XW learns its bits per node and
+    GraphSAGE has none), ``attention_bits`` / ``edge_bits`` GAT's per-head points."""
+    if cfg.is_dq:
+        return  # QuantConfig refuses fixed bitwidths for Degree-Quant
+    takes = {"weight_bits": lambda s: s.scheme == "row", "xw_bits": lambda s: s.scheme == "channel",
+             "attention_bits": lambda s: s.scheme == "head" and s.kind == "vector",
+             "edge_bits": lambda s: s.scheme == "head" and s.kind != "vector"}
+    for f in fields(cfg):
+        if f.name in takes and getattr(cfg, f.name) != f.default and not any(takes[f.name](s) for s in specs):
+            raise ValueError(f"quantize_: {f.name}={getattr(cfg, f.name)} has no quantization point of this model to "
+                             f"act on (xw_bits: GCN's XW and GIN's input; attention_bits / edge_bits: GAT); leave "
+                             f"it at its default {f.default}")
+
+
 def _pre_hook(module: nn.Module, args: tuple, kwargs: dict):
     ctx: GraphContext = getattr(module, _CTX_ATTR)
     x = args[0] if args else kwargs["x"]
@@ -96,6 +113,7 @@ def quantize_(model: nn.Module, cfg: QuantConfig, data=None) -> nn.Module:
     if not specs:
         raise ValueError("quantize_: the model has no gnn.conv.QuantPoint modules; build it from gnn.models or "
                          "gnn.conv layers")
+    _check_fixed_bits_apply(cfg, specs)
     if cfg.quantize_mlp_hidden and not any(s.role == "hidden" for s in specs):
         raise ValueError("quantize_: quantize_mlp_hidden=True but the model has no MLP hidden quantization point "
                          "(GIN layers built with gnn.conv.gin.gin_mlp have one); drop the option")

@@ -302,3 +302,23 @@ def test_gin_mlp_hidden_quantized_on_request_only(method):
     assert step is None or (step.grad is not None and step.grad.abs().sum() > 0)
     with pytest.raises(ValueError, match="no MLP hidden quantization point"):
         quantize_(model_for("sage", data), QuantConfig(method=method, quantize_mlp_hidden=True), data)
+
+
+@pytest.mark.parametrize("arch, field, ok", [("gcn", "xw_bits", True), ("gin", "xw_bits", True),
+                                             ("gat", "xw_bits", False), ("sage", "xw_bits", False),
+                                             ("gat", "attention_bits", True), ("gcn", "edge_bits", False),
+                                             ("sage", "weight_bits", True)])
+def test_a_fixed_bitwidth_without_a_point_to_act_on_is_refused(arch, field, ok):
+    """``xw_bits`` acts on per-channel points (GCN's XW, GIN's input), ``attention_bits`` / ``edge_bits`` on GAT's
+    per-head points; set on a model without such a point it would be ignored, so quantize_ refuses it."""
+    data = small_graph()
+    model = model_for(arch, data)
+    cfg = QuantConfig(method="a2q", **{field: 6})
+    if ok:
+        quantize_(model, cfg, data)
+        widths = {int(q.rounded_bits().max()) for q in model.modules() if getattr(q, "scheme", None) in
+                  ("row", "channel", "head")}
+        assert 6 in widths
+    else:
+        with pytest.raises(ValueError, match=f"{field}=6 has no quantization point"):
+            quantize_(model, cfg, data)
