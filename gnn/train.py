@@ -15,9 +15,9 @@ from pathlib import Path
 from gnn.data.loaders import load_dataset
 from gnn.data.registry import FEATURE_PREPROCESSING, DataError, load_registry
 from gnn.experiment import format_table, run_experiment
-from gnn.models import ARCHS
+from gnn.models import ARCHS, build_model
 from gnn.presets import model_and_train_config, with_overrides
-from gnn.trainer import QUANT_METHODS
+from gnn.trainer import QUANT_METHODS, apply_quantization
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -79,6 +79,8 @@ def main(argv: list[str] | None = None) -> dict:
                                    penalty_weight=args.penalty_weight, fp32_warmup_epochs=args.fp32_warmup or None,
                                    quantize_mlp_hidden=args.quantize_mlp_hidden or None,
                                    weight_bits=args.weight_bits, xw_bits=args.xw_bits)
+        if train_cfg.quant != "none":  # a quantization setting this model cannot take fails here, before any run
+            apply_quantization(build_model(model_cfg), graph, train_cfg)
     except (DataError, ValueError) as e:
         sys.exit(f"error: {e}")
     run_dir = args.run_dir or Path("runs") / f"{graph.name}_{args.model}_{args.quant}_{time.strftime('%Y%m%d-%H%M%S')}"

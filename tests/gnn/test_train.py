@@ -212,3 +212,13 @@ def test_fixed_bits_defaults_match_quant_config_and_bad_values_are_refused():
             TrainConfig(quant=quant, xw_bits=8)
     with pytest.raises(ValueError, match="xw_bits set fixed bitwidths"):
         QuantConfig(method="dq-int4", xw_bits=8)
+
+
+def test_cli_refuses_xw_bits_for_a_model_without_per_channel_points(tmp_path):
+    """GAT's XW learns per-node bits: --xw-bits would be ignored, so the CLI stops with the reason before training."""
+    from gnn.train import main
+
+    with pytest.raises(SystemExit, match="xw_bits=8 has no quantization point"):
+        main(["--dataset", "cora", "--model", "gat", "--quant", "a2q", "--xw-bits", "8", "--epochs", "1",
+              "--seeds", "1", "--run-dir", str(tmp_path / "run"), "--no-progress"])
+    assert not (tmp_path / "run").exists()
