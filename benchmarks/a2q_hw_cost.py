@@ -14,6 +14,7 @@ measures what the same trained models cost in hardware, on fewer seeds.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 import time
@@ -22,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without install
 
 import numpy as np  # noqa: E402
-from _common import machine, save_results  # noqa: E402
+from _common import RESULTS, machine, save_json  # noqa: E402
 
 RECIPE = ("--dataset", "cora", "--model", "gcn", "--quant", "a2q", "--target-bits", "1.7", "--penalty-weight", "10",
           "--dropout", "0.35", "--hidden", "64")  # and --epochs (default 1000)
@@ -34,14 +35,13 @@ def measure(width: int, seed: int, work: Path, arch: str, epochs: int) -> dict:
     """Train one seed at ``width``-bit weights and XW, export it, simulate it; the figures of one run."""
     from gnn.train import main as train
     from hw.simulate import main as simulate
-    from quant.export import load
     from quant.export import main as export
 
     run_dir, qgraph = work / f"w{width}_s{seed}", work / f"w{width}_s{seed}.qgraph"
     out = train([*RECIPE, "--epochs", str(epochs), "--seeds", "1", "--first-seed", str(seed), "--weight-bits",
                  str(width), "--xw-bits", str(width), "--run-dir", str(run_dir), "--no-progress"])
-    export(["--run", str(run_dir), "--out", str(qgraph)])
-    metrics = load(qgraph).manifest["metrics"]
+    export(["--run", str(run_dir), "--out", str(qgraph)])  # writes, then loads and verifies every checksum
+    metrics = json.loads((qgraph / "manifest.json").read_text())["metrics"]
     sim = simulate([str(qgraph), "--arch", arch, "--out", str(work / "sim")])
     if any(c != "bit-exact" for c in sim["functional_check"]):
         raise RuntimeError(f"width {width} seed {seed}: the simulation is not bit-exact: {sim['functional_check']}")
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--widths", default="4,8", help="comma-separated signed bits of weights and XW (1..8)")
     p.add_argument("--arch", default="mega", help="hw.simulate preset")
     p.add_argument("--epochs", type=int, default=1000, help="the recipe's 1000; fewer for quick checks")
-    p.add_argument("--out", type=Path, default=None, help="results file (default benchmarks/results/a2q_hw_cost.json)")
+    p.add_argument("--out", type=Path, default=RESULTS / "a2q_hw_cost.json", help="results file")
     args = p.parse_args(argv)
     try:
         widths = [int(w) for w in args.widths.split(",")]
@@ -93,12 +93,7 @@ def main(argv: list[str] | None = None) -> dict:
     payload = {"command": command.strip(), "recipe": f"python -m gnn.train {' '.join(RECIPE)} --epochs {args.epochs}",
                "arch": args.arch, "machine": machine(),
                "wall_seconds": time.time() - t0, "rows": rows, "runs": runs}
-    if args.out is not None:
-        from _common import save_json
-
-        save_json(args.out, payload)
-    else:
-        save_results("a2q_hw_cost", payload)
+    save_json(args.out, payload)
     print(f"{'bits':>4} {'test %':>13} {'avg bits':>8} {'all-in KB':>9} {'cycles':>8} {'DRAM MiB':>8} {'uJ':>7}")
     for r in rows:
         print(f"{r['width']:>4} {r['test_acc']['mean']:6.2f} +- {r['test_acc']['std']:4.2f} "

@@ -41,7 +41,7 @@ from gnn.data.registry import FEATURE_PREPROCESSING
 from gnn.experiment import run_jobs
 from gnn.models import build_model
 from gnn.presets import model_and_train_config, with_overrides
-from gnn.trainer import DEFAULT_FIXED_BITS, seed_everything, summarize, train_one
+from gnn.trainer import DEFAULT_FIXED_BITS, TrainConfig, seed_everything, summarize, train_one
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -82,9 +82,9 @@ def run_cell(graph, arch: str, method: str, target: float, seeds: list[int], epo
     model_cfg, train_cfg = model_and_train_config(graph, arch)
     model_cfg = with_overrides(model_cfg, dropout=dropout, hidden_dim=hidden)
     train_cfg = with_overrides(train_cfg, epochs=epochs, weight_decay=weight_decay)
-    fixed_bits = fixed_bits if method in LEARNED else {}  # weight / XW bits of the learned-bit methods only
+    fixed_bits = (fixed_bits or {}) if method in LEARNED else {}  # weight / XW bits of the learned-bit methods
     train_cfg = replace(train_cfg, quant=method, target_bits=target, penalty_weight=penalty_weight, device=device,
-                        fp32_warmup_epochs=0 if method == "none" else fp32_warmup, **(fixed_bits or {}))
+                        fp32_warmup_epochs=0 if method == "none" else fp32_warmup, **fixed_bits)
     runs = []
     for seed, fold in run_jobs(graph, seeds, num_folds=len(seeds)):
         seed_everything(seed)
@@ -114,7 +114,7 @@ def run_cell(graph, arch: str, method: str, target: float, seeds: list[int], epo
         cell["compression"] = 32.0 / cell["avg_bits"]["mean"] if cell["avg_bits"]["mean"] else None
         if fp32_warmup:
             cell["fp32_warmup_epochs"] = fp32_warmup  # only when used: earlier cells keep their keys
-        cell.update(fixed_bits or {})  # likewise, only when set
+        cell.update(fixed_bits)  # likewise, only when set
     return cell
 
 
@@ -215,10 +215,11 @@ def main(argv=None) -> dict:
     command = "python benchmarks/quant_table.py " + " ".join(argv if argv is not None else sys.argv[1:])
     previous = json.loads(args.out.read_text()) if args.merge and args.out.exists() else None
     fixed_bits = {k: v for k, v in (("weight_bits", args.weight_bits), ("xw_bits", args.xw_bits)) if v is not None}
-    dq = [m for m in args.methods.split(",") if m.startswith("dq-")]
-    if fixed_bits and dq:
-        sys.exit(f"error: --weight-bits / --xw-bits set the fixed bits of a2q and degree-aware; {', '.join(dq)} "
-                 f"quantize every tensor at their INT width: run them in a command without these options")
+    for method in args.methods.split(",") if fixed_bits else []:  # before any cell runs; FP32 cells take none
+        try:
+            TrainConfig(quant=method, **(fixed_bits if method != "none" else {}))
+        except ValueError as e:
+            sys.exit(f"error: {e}")
     for name in args.datasets.split(","):
         graph = load_dataset(name, features=args.features)
         for arch in args.models.split(","):

@@ -21,7 +21,6 @@ batch (graph tasks).
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import fields
 
 import torch
 from torch import Tensor, nn
@@ -75,11 +74,11 @@ def _check_fixed_bits_apply(cfg: QuantConfig, specs) -> None:
     takes = {"weight_bits": lambda s: s.scheme == "row", "xw_bits": lambda s: s.scheme == "channel",
              "attention_bits": lambda s: s.scheme == "head" and s.kind == "vector",
              "edge_bits": lambda s: s.scheme == "head" and s.kind != "vector"}
-    for f in fields(cfg):
-        if f.name in takes and getattr(cfg, f.name) != f.default and not any(takes[f.name](s) for s in specs):
-            raise ValueError(f"quantize_: {f.name}={getattr(cfg, f.name)} has no quantization point of this model to "
-                             f"act on (xw_bits: GCN's XW and GIN's input; attention_bits / edge_bits: GAT); leave "
-                             f"it at its default {f.default}")
+    for name, (value, default) in cfg.changed_fixed_bits().items():
+        if not any(takes[name](s) for s in specs):
+            raise ValueError(f"quantize_: {name}={value} has no quantization point of this model to act on (xw_bits: "
+                             f"GCN's XW and GIN's input; attention_bits / edge_bits: GAT); leave it at its default "
+                             f"{default}")
 
 
 def _pre_hook(module: nn.Module, args: tuple, kwargs: dict):

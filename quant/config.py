@@ -109,7 +109,7 @@ class QuantConfig:
             if not isinstance(v, int) or isinstance(v, bool) or not MIN_BITS <= v <= self.max_bits:
                 raise ValueError(f"{name}: {field}={v!r} is an invalid bitwidth; use an integer in "
                                  f"[{MIN_BITS}, max_bits={self.max_bits}]")
-        changed = [f.name for f in fields(self) if f.name in FIXED_BIT_FIELDS and getattr(self, f.name) != f.default]
+        changed = self.changed_fixed_bits()
         if self.is_dq and changed:
             raise ValueError(f"{name}: {', '.join(changed)} set fixed bitwidths of A2Q / degree-aware; "
                              f"{self.method} quantizes every tensor at its own INT width: drop them or change "
@@ -145,6 +145,11 @@ class QuantConfig:
         low, change = self.dq_low, self.dq_change
         if (low is not None and not 0 <= low <= 1) or (change is not None and not 0 <= change <= 1):
             raise ValueError(f"{name}: dq_low and dq_change must be probabilities in [0, 1]")
+
+    def changed_fixed_bits(self) -> dict[str, tuple[int, int]]:
+        """The fixed bitwidths (``FIXED_BIT_FIELDS``) set away from their defaults: name -> (value, default)."""
+        return {f.name: (getattr(self, f.name), f.default) for f in fields(self)
+                if f.name in FIXED_BIT_FIELDS and getattr(self, f.name) != f.default}
 
     @property
     def is_dq(self) -> bool:
