@@ -44,11 +44,14 @@ def main(argv: list[str] | None = None) -> dict:
                      "prediction_agreement": float((logits.argmax(1) == fake.argmax(1)).mean()),
                      "seconds": time.perf_counter() - t0})
         print(rows[-1])
-    out = {"run": str(args.run), "dataset": run.config["dataset"], "quant": run.config["train"]["quant"],
+    # the run directory's name only (a path of this machine means nothing elsewhere); its training is recorded
+    out = {"run": args.run.name, "seeds": run.config.get("seeds"), "dataset": run.config["dataset"],
+           "quant": run.config["train"]["quant"],
            "target_bits": run.config["train"]["target_bits"], "epochs": run.config["train"]["epochs"],
+           "penalty_weight": run.config["train"]["penalty_weight"],
            "test_acc_fake_quant": acc_fake, "formats": rows,
            "note": "integer path (quant.integer_gnn) vs the float32 fake-quant model; one seed",
-           "machine": machine()}
+           "machine": machine(), "command": "python benchmarks/export_fixed_point.py --run <run_dir>"}
     print(f"wrote {save_results('export_fixed_point', out)}")
     return out
 

@@ -275,7 +275,8 @@ def render_quant_speed_grid(res: dict) -> list[str]:
         "with other jobs: ratios within a row compare (the methods alternate), absolute times and small differences "
         "do not. Quantized GIN and GraphSAGE quantize the aggregate of the layer's input, so their first layer "
         "aggregates the F_in-wide input, where FP32 projects to the hidden width first: hence their large ratios "
-        "on the wide bag-of-words inputs (Coauthor CS: 6805 features).", ""] + lines[-2:]
+        "on the wide bag-of-words inputs (Coauthor CS: 6805 features). The issue's A2Q target (<= 1.5x on Cora "
+        "and Coauthor CS) is judged on the longer run (20 repeats of 20 steps) of the table above.", ""] + lines[-2:]
 
 
 def render_quant_speed_sparse_input(res: dict) -> list[str]:
@@ -602,6 +603,92 @@ def render_gt_max_nodes(res: dict) -> list[str]:
     return lines + ["", f"Largest that trains: {largest}.", ""]
 
 
+def render_pack_speed(res: dict) -> list[str]:
+    target = res.get("target_mb_per_s", 100.0)
+    m = res.get("machine", {})
+    lines = ["## Bit-packing and Adaptive-Package codec throughput", "",
+             f"Command: `{res.get('command', 'python benchmarks/pack_speed.py')}` (file: "
+             "`benchmarks/results/pack_speed.json`). MB/s of int8 codes processed per second, best of "
+             f"{res.get('repeats')} repeats: `quant.packing` on {res.get('nodes')} rows x {res.get('features')} codes, "
+             f"the Adaptive-Package codec (`quant.adaptive_package`) on the first {res.get('ap_nodes')} rows at half "
+             "density. `mixed`: per-row bitwidths uniform in 0..8. Packed bytes: the payload (1-bit rows are all "
+             "zero and store nothing).", "",
+             "| bits | pack MB/s | unpack MB/s | packed bytes | AP encode MB/s | AP decode MB/s | AP bytes |",
+             "|---|---|---|---|---|---|---|"]
+    rows = res.get("results", [])
+    for r in rows:
+        lines.append(f"| {r['bits']} | {r['pack_mb_per_s']:.0f} | {r['unpack_mb_per_s']:.0f} | "
+                     f"{r['packed_bytes']:,} | {r['ap_encode_mb_per_s']:.0f} | {r['ap_decode_mb_per_s']:.0f} | "
+                     f"{r['ap_total_bytes']:,} |")
+    if rows:
+        slowest = min(min(r["pack_mb_per_s"], r["unpack_mb_per_s"]) for r in rows)
+        verdict = "met" if slowest >= target else "missed"
+        lines += ["", f"Slowest pack or unpack: {slowest:.0f} MB/s (target >= {target:.0f} MB/s on one core: "
+                      f"{verdict}). Torch threads {m.get('threads')} of {m.get('cpu_count')} cores; 1-min load "
+                      f"average {res.get('load_average_1min', {}).get('start', float('nan')):.1f} at the start."]
+    return lines + ["", f"Machine: `{json.dumps(m, sort_keys=True)}`", ""]
+
+
+def render_export_fixed_point(res: dict) -> list[str]:
+    lines = ["## Integer path: fixed-point format sweep (one trained model)", "",
+             f"Command: `{res.get('command', 'python benchmarks/export_fixed_point.py --run <run_dir>')}` (file: "
+             f"`benchmarks/results/export_fixed_point.json`). One {res.get('dataset')} GCN trained with "
+             f"{res.get('quant')} at target {res.get('target_bits')} bits (penalty a = {res.get('penalty_weight')}) "
+             f"for {res.get('epochs')} epochs (`python -m gnn.train`, the preset otherwise, seeds "
+             f"{res.get('seeds')}); its float32 "
+             f"fake-quant model tests {100 * res['test_acc_fake_quant']:.1f} %. Per requantization format (fraction "
+             "bits of the multipliers, partial-sum width) the integer path's test accuracy, its change against "
+             "the fake-quant model, and the share of all nodes whose predicted class agrees. The multi-seed check "
+             "of the 0.3-pt target is the table \"Integer path against fake-quant\".", "",
+             "| frac bits | psum bits | integer test acc (%) | change (pt) | prediction agreement |",
+             "|---|---|---|---|---|"]
+    for r in res.get("formats", []):
+        lines.append(f"| {r['frac_bits']} | {r['psum_bits']} | {100 * r['test_acc_integer']:.1f} | "
+                     f"{r['delta_pt']:+.1f} | {100 * r['prediction_agreement']:.2f} % |")
+    return lines + ["", f"Machine: `{json.dumps(res.get('machine', {}), sort_keys=True)}`", ""]
+
+
+def _params_text(params: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in params.items()) or "-"
+
+
+def render_rtl_cells(res: dict) -> list[str]:
+    lines = ["## RTL: Yosys cells per module", "",
+             f"Command: `python -m hw.rtl.synth` (file: `benchmarks/results/rtl_cells.json`); tool {res.get('tool')}, "
+             f"flow `{res.get('flow')}`. {res.get('note', '')}", "",
+             "| module | parameters | cells | relative area (NAND2 eq.) | synthesis s |", "|---|---|---|---|---|"]
+    for name, configs in res.get("modules", {}).items():
+        for c in configs:
+            lines.append(f"| {name} | {_params_text(c['params'])} | {c['cells']:,} | {c['rel_area']:,.0f} | "
+                         f"{c['seconds']:.1f} |")
+    return lines + [""]
+
+
+def render_rtl_sim(res: dict) -> list[str]:
+    export = res.get("export", "")
+    lines = ["## RTL: simulated tiles against the cycle model, and simulator speed", "",
+             f"Command: `python benchmarks/rtl_sim.py --export {export}` (file: `benchmarks/results/rtl_sim.json`), "
+             f"export `{export}` (layer {res.get('layer')}). Per tile cut from the export: the RTL's cycles (cocotb) "
+             "against `hw.timing`'s, total and per phase, and whether the RTL output equals the integer golden "
+             "model bit for bit.", "",
+             "| simulator | tile | rows | local nodes | packages | edges | bit-exact | RTL cycles | model cycles | "
+             "combination RTL / model | aggregation + output RTL / model |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for c in res.get("cycles", []):
+        lines.append(f"| {c['simulator']} | {c['tile']} | {c['rows']} | {c['local_nodes']} | {c['packages']} | "
+                     f"{c['edges']} | {'yes' if c['bit_exact'] else 'NO'} | {c['rtl_total']} | {c['model_total']} | "
+                     f"{c['rtl_combination']} / {c['model_combination']} | "
+                     f"{c['rtl_aggregation_output']} / {c['model_aggregation_output']} |")
+    lines += ["", "| simulator | tile rows | simulated cycles / s | wall s per run | first run incl. build (s) |",
+              "|---|---|---|---|---|"]
+    for sim, s in res.get("speed", {}).items():
+        lines.append(f"| {sim} | {s['tile_rows']} | {s['sim_cycles_per_s']:,} | {s['real_s']:.3f} | "
+                     f"{s['first_run_with_build_s']:.1f} |")
+    if res.get("unavailable"):
+        lines += ["", f"Unavailable: {json.dumps(res['unavailable'])}"]
+    return lines + ["", f"Machine: `{json.dumps(res.get('machine', {}), sort_keys=True)}`", ""]
+
+
 RENDERERS = {"a2q_hw_cost": render_a2q_hw_cost, "hw_ablation": render_hw_ablation,
              "dist_accuracy": render_dist_accuracy,
              "dist_quant_accuracy": render_dist_quant_accuracy, "dist_time": render_dist_time,
@@ -612,7 +699,9 @@ RENDERERS = {"a2q_hw_cost": render_a2q_hw_cost, "hw_ablation": render_hw_ablatio
              "gt_accuracy": render_gt_accuracy, "gt_screen": render_gt_screen, "gt_halo_codec": render_gt_halo_codec,
              "gt_comm_bytes": render_gt_comm_bytes, "gt_attention": render_gt_attention,
              "gt_attention_cuda": lambda r: render_gt_attention(r, "gt_attention_cuda"),
-             "gt_max_nodes": render_gt_max_nodes, "integer_accuracy": render_integer_accuracy}
+             "gt_max_nodes": render_gt_max_nodes, "integer_accuracy": render_integer_accuracy,
+             "pack_speed": render_pack_speed, "export_fixed_point": render_export_fixed_point,
+             "rtl_cells": render_rtl_cells, "rtl_sim": render_rtl_sim}
 
 
 def render_other(name: str, res: dict) -> list[str]:
