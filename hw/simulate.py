@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> dict:
                    help="hidden width of the 2-layer GCN (dataset workloads; default 128)")
     p.add_argument("--order", default=None, choices=ORDERS,
                    help="node order of dataset workloads: natural IDs, or METIS parts as consecutive subgraphs")
-    p.add_argument("--out", default="benchmarks/results", help="directory for the JSON and PNG")
+    p.add_argument("--out", default=".", help="directory for the JSON and PNG (default: the current directory; "
+                   "benchmarks/results holds only what the benchmark scripts measure, RESULTS.md renders it)")
     p.add_argument("--no-check", action="store_true", help="skip the functional check")
     args = p.parse_args(argv)
     cfg = load_config(args.config, base=args.arch) if args.config else preset(args.arch)

@@ -8,6 +8,12 @@ Bit conventions (used everywhere in ``quant``):
 * Post-ReLU (non-negative) tensors use A2Q's convention: a signed ``b`` grid whose sign bit is wasted, reported as
   ``b - 1`` bits *without* the sign bit (A2Q's ``analysis_bit`` and its headline "average bits" use this).
   Signed tensors report ``b`` in both conventions. ``target_bits`` is in the *without sign bit* convention.
+  A2Q's ``analysis_bit`` subtracts 1 from signed tensors too (its GAT features, post-ELU, are signed); here a
+  signed ``b``-bit row is counted at ``b`` bits because it stores ``b`` bits (sign + magnitude). Only GAT's
+  per-node points, the graph transformer's Q/K/V and inputs, and GIN's first aggregate on graph tasks are signed:
+  at a low target these models' learned rows reach ``b = 1`` (all zeros) where A2Q's count would allow ``b = 2``
+  (ternary). GCN / GraphSAGE (and so the Cora GCN headline) learn bits on post-ReLU tensors only and are the same
+  in both counts.
 
 Default hyper-parameters follow the A2Q README command for GCN-Cora (``--lr_quant_bit_fea 0.1
 --lr_quant_scale_fea 0.04 --a_loss 2.5 --lr_quant_scale_weight 0.02 --lr_quant_scale_xw 0.008``), weights and
