@@ -223,7 +223,14 @@ def render_quant(res: dict) -> list[str]:
               "tensors, where 1 reported bit still keeps {0, s}. At the 1.7-bit target the GAT runs fall to the "
               "floor and predict one class; a weaker penalty (a = 3) and a 2.5-bit target are in the cell list above.",
               "",
-              "Plots: " + ", ".join(f"`{Path(p).name}`" for p in res.get("plots", [])), ""]
+              "GAT's signed rows count their sign bit: A2Q's `analysis_bit` would report each of them one bit lower "
+              "(`quant/config.py`).", "",
+              "Plots (`benchmarks/results/`):", ""]
+    captions = {"quant_acc_vs_bits.png": "test accuracy against average bits, one panel per dataset",
+                "quant_bits_vs_degree.png": "learned bits against in-degree (seed 0)",
+                "quant_pareto_cora_gcn.png": "the A2Q headline recipe at every target"}
+    for name in (Path(f).name for f in res.get("plots", [])):
+        lines += [f"![{captions.get(name, name)}](benchmarks/results/{name})", ""]
     return lines
 
 
@@ -446,7 +453,11 @@ def render_hw_sim(res: dict) -> list[str]:
                      f"{g['sim_wall_s']:.1f} | {g['total_cycles']:,.0f} | {g['sim_cycles_per_s']:,.0f} | "
                      f"{g['sim_edges_per_s']:,.0f} | {g['dram_bytes'] / 1e6:.1f} | "
                      f"{', '.join(g['functional_check'])} |")
-    return lines + [""]
+    lines.append("")
+    for name in res.get("graphs", {}):  # the per-engine / DRAM plot of each graph, when the script wrote it
+        if (RESULTS / f"hw_sim_{name}.png").is_file():
+            lines += [f"![cycle model on {name}: engines and DRAM traffic](benchmarks/results/hw_sim_{name}.png)", ""]
+    return lines
 
 
 def render_dist_quant_accuracy(res: dict) -> list[str]:

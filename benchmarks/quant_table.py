@@ -118,6 +118,19 @@ def run_cell(graph, arch: str, method: str, target: float, seeds: list[int], epo
     return cell
 
 
+DATASET_ORDER = ("cora", "citeseer", "amazon-computers", "coauthor-cs", "mutag", "proteins")  # the issue's table
+
+
+def accuracy_panels(cells: list[dict]) -> tuple[dict[str, list[dict]], bool]:
+    """Cells of the accuracy-against-bits plot per dataset, in the issue's table order, and whether they are the
+    preset grid's (the tuning sweeps are left to the Pareto plot); all cells when none has the preset training."""
+    grid = list(preset_grid(cells).values())
+    chosen = grid or cells
+    order = sorted({c["dataset"] for c in chosen},
+                   key=lambda d: (DATASET_ORDER.index(d) if d in DATASET_ORDER else len(DATASET_ORDER), d))
+    return {d: [c for c in chosen if c["dataset"] == d] for d in order}, bool(grid)
+
+
 def plot(cells: list[dict], out_dir: Path) -> list[str]:
     import matplotlib
 
@@ -125,27 +138,47 @@ def plot(cells: list[dict], out_dir: Path) -> list[str]:
     import matplotlib.pyplot as plt
 
     files = []
-    # One colour per (dataset, model), one marker per method: a legend entry per row and per method instead of one
-    # per cell (over 50 cells no longer fit beside the axes).
-    rows = sorted({(c["dataset"], c["model"]) for c in cells})
+    # Accuracy against bits: one panel per dataset (the preset grid; the Cora GCN tuning sweeps have their own
+    # Pareto plot), one colour per model, one marker per method, each model's FP32 accuracy as a dashed line.
+    panels, from_grid = accuracy_panels(cells)
+    datasets = list(panels)
+    models = sorted({c["model"] for c in cells})
     methods = sorted({c["method"] for c in cells})
-    colours = {r: plt.cm.tab20(i % 20) for i, r in enumerate(rows)}
+    model_colours = {m: plt.cm.tab10(i % 10) for i, m in enumerate(models)}
     markers = dict(zip(methods, "o^sDvP*X", strict=False))
-    fig, ax = plt.subplots(figsize=(9, 5))
-    for c in cells:
-        bits = 32.0 if c["method"] == "fp32" else c["avg_bits"]["mean"]
-        ax.errorbar(bits, c["test_acc"]["mean"], yerr=c["test_acc"]["std"], fmt=markers.get(c["method"], "o"),
-                    color=colours[(c["dataset"], c["model"])], capsize=2, markersize=4, alpha=0.8)
-    handles = [plt.Line2D([], [], color=colours[r], marker="o", linestyle="", label=f"{r[0]}/{r[1]}") for r in rows]
+    ncols = min(3, len(datasets))
+    nrows = -(-len(datasets) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.4 * nrows + 0.8), squeeze=False)
+    for ax, ds in zip(axes.flat, datasets, strict=False):
+        for c in panels[ds]:
+            colour = model_colours[c["model"]]
+            if c["method"] == "fp32":
+                ax.axhline(c["test_acc"]["mean"], color=colour, linestyle="--", linewidth=0.8, alpha=0.7)
+            bits = 32.0 if c["method"] == "fp32" else c["avg_bits"]["mean"]
+            ax.errorbar(bits, c["test_acc"]["mean"], yerr=c["test_acc"]["std"], fmt=markers.get(c["method"], "o"),
+                        color=colour, capsize=2, markersize=5, alpha=0.85)
+        ax.set_xscale("log", base=2)
+        ax.set_xlim(0.2, 48)
+        ax.set_title(ds, fontsize=10)
+        ax.grid(alpha=0.3)
+    for ax in axes.flat[len(datasets):]:
+        ax.set_visible(False)
+    for ax in axes[-1]:
+        ax.set_xlabel("average feature bits (no sign bit; FP32 = 32)")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("test accuracy (%), val-selected")
+    handles = [plt.Line2D([], [], color=model_colours[m], marker="o", linestyle="", label=m) for m in models]
     handles += [plt.Line2D([], [], color="grey", marker=markers.get(m, "o"), linestyle="", label=m) for m in methods]
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("average feature bits (without sign bit; FP32 = 32)")
-    ax.set_ylabel("test accuracy (%), val-selected")
-    ax.legend(handles=handles, fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
+    handles.append(plt.Line2D([], [], color="grey", linestyle="--", label="FP32 of the model"))
+    fig.legend(handles=handles, fontsize=8, loc="lower center", ncol=len(handles))
+    fig.suptitle("Quantization grid: test accuracy against learned average feature bits "
+                 f"({'preset training per model' if from_grid else 'all cells: none has the preset training'})",
+                 fontsize=10)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     files.append("quant_acc_vs_bits.png")  # names inside the results folder
     fig.savefig(out_dir / files[-1], dpi=120)
+    rows = sorted({(c["dataset"], c["model"]) for c in cells})
+    colours = {r: plt.cm.tab20(i % 20) for i, r in enumerate(rows)}
     # Learned bits vs in-degree: the preset grid only (the tuning sweeps would bury it), one panel per learned
     # method and target, the (dataset, model) colours of the plot above, one shared legend.
     panels = [(m, t) for m in sorted(LEARNED) for t in (4.0, 1.7)]

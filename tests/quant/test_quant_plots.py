@@ -1,5 +1,6 @@
-"""benchmarks/quant_table.plot: both quantization plots are written; the bits-vs-degree plot takes the preset grid's
-cells only (``_common.is_preset_grid_cell``), not the tuning sweeps."""
+"""benchmarks/quant_table.plot: the quantization plots are written; the accuracy-against-bits panels (one per dataset)
+and the bits-vs-degree plot take the preset grid's cells only (``_common.is_preset_grid_cell``), not the tuning
+sweeps."""
 
 import sys
 from pathlib import Path
@@ -39,3 +40,14 @@ def test_pareto_plot_once_the_headline_recipe_ran_two_targets(tmp_path):
     assert quant_table.plot([fp32, a2q(1.7, 1.3)], tmp_path)[-1] == "quant_bits_vs_degree.png"  # one point: no curve
     files = quant_table.plot([fp32, a2q(1.7, 1.3), a2q(3.0, 2.8)], tmp_path)
     assert files[-1] == "quant_pareto_cora_gcn.png" and (tmp_path / files[-1]).stat().st_size > 10_000
+
+
+def test_accuracy_panels_one_per_dataset_in_table_order_without_the_sweeps():
+    preset, sweep = cell("a2q", 4.0), cell("a2q", 1.7, command="... --epochs 1000 --hidden 64")
+    mutag = {**cell("fp32", command="python benchmarks/quant_table.py --datasets mutag"), "dataset": "mutag"}
+    citeseer = {**cell("fp32", command="python benchmarks/quant_table.py --datasets citeseer"), "dataset": "citeseer"}
+    panels, from_grid = quant_table.accuracy_panels([mutag, sweep, preset, citeseer, cell("fp32")])
+    assert from_grid and list(panels) == ["cora", "citeseer", "mutag"]
+    assert sweep not in panels["cora"] and preset in panels["cora"] and len(panels["cora"]) == 2
+    panels, from_grid = quant_table.accuracy_panels([sweep])  # no preset cell: the sweep is all there is
+    assert not from_grid and panels == {"cora": [sweep]}
