@@ -54,10 +54,14 @@ NOTES = [
     "degree-aware step: the degree rule gives its binary inputs 2 + log2(1 + in-degree) bits (about 7 at its "
     "mean in-degree of 36), so each non-zero input costs several bit-serial cycles; the trained model stores the "
     "0/1 inputs in 2 signed bits (1 cycle each) and learns ~5 signed bits for the hidden layer.",
-    "Coauthor CS has the largest degree-aware step (16.7x rule, 22.2x trained) for the opposite reason: 6805-wide "
+    "Coauthor CS has the largest degree-aware step (16.7x rule, 22.0x trained) for the opposite reason: 6805-wide "
     "bag-of-words inputs, 0.9% non-zero, so layer-1 combination dominates the FP32 run (dense format, every MAC "
-    "paid) and the bitmap skips 99% of it. Its trained export against HyGCN-like (60.9x / 98.7x) is the row "
+    "paid) and the bitmap skips 99% of it. Its trained export against HyGCN-like (60.2x / 99.0x) is the row "
     "closest to MEGA's headline (38.3x / 108.1x): HyGCN-like aggregates the 6805-wide 32-bit rows over every edge.",
+    "Graphs with more subgraphs (tiles) than the 16 eID FIFOs need extra Condense-Edge passes that re-read XW; "
+    "they run one after another on the one re-read engine (they used to start together, over-booking it: the "
+    "degree-rule Coauthor CS row then read a 1.04x Condense-Edge speed-up, Amazon Computers 1.01x, where the "
+    "passes now cost 0.99x each; Cora and CiteSeer have fewer tiles than FIFOs and no extra pass).",
     "Rows *_gin_*, *_gin16_* and *_sage_* are trained GIN (hidden activation quantized; gin16: without the hidden "
     "quantizer, so its integer path carries that activation in 16-bit fixed point) and GraphSAGE exports "
     "(degree-aware, 4-bit target; GIN 128 hidden / MLP width, GraphSAGE 64; the presets). Their golden models "

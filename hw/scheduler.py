@@ -4,7 +4,8 @@ Combination-first (MEGA, GCNAX), per layer:
 
 * phase C over node tiles: ``load_x`` (feature stream + weights) -> ``decoder`` -> ``combination`` ->
   ``writeback_c`` (encoder + XW stream write + Condense-Edge pass 1 when enabled);
-* extra Condense-Edge passes when there are more subgraphs than eID FIFOs (re-read XW, condense);
+* extra Condense-Edge passes when there are more subgraphs than eID FIFOs (re-read XW, condense), one after
+  another on the one re-read engine (also across layers);
 * phase A over destination tiles: ``load_a`` (edges, the tile's own XW block, cross-tile sources by the
   configured policy) -> ``decoder`` -> ``aggregation`` -> ``writeback_a`` (next layer's feature stream).
 
@@ -55,6 +56,7 @@ class Simulator:
         self.ops = {"bit_cycles": 0, "macs": 0, "accumulations": 0, "codec_bytes": 0}
         self.layer_cycles: list[float] = []
         self.input_layouts: list[FeatureLayout] = []  # layer inputs as simulated (for the functional check)
+        self.reread_free = 0.0  # cycle at which the one XW re-read engine ends its last extra Condense-Edge pass
 
     # ---- helpers -------------------------------------------------------------------------------------------
     def _layout(self, codes: np.ndarray, bits: np.ndarray) -> FeatureLayout:
@@ -215,7 +217,10 @@ class Simulator:
                 return self._stream(s, f"L{li}.xw_reread", {k: v for k, v in xw_reg.items()}, t, write=False)[0]
             extra = [Stage(name="reread", stats=st["reread"], service=reread),
                      Stage(name="condense", stats=StageStats(), service=lambda t, s, g=group: condense_pass(t, s, g))]
-            group_done[gi] = max(run_pipeline(extra, nt, end_c)[-1])
+            # one re-read engine: a pass starts once the previous one (of this or an earlier layer) has read its
+            # last tile, and tile t no earlier than its combination (end_c[t])
+            ends = run_pipeline(extra, nt, [max(e, self.reread_free) for e in end_c])
+            self.reread_free, group_done[gi] = ends[0][-1], max(ends[-1])
         # ---- phase A: aggregation over destination tiles --------------------------------------------------
         src = wl.indices
         groups_a = cfg.num_agg_units // cfg.agg_lanes
