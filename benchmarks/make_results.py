@@ -453,7 +453,9 @@ def render_hw_sim(res: dict) -> list[str]:
                      f"{g['sim_wall_s']:.1f} | {g['total_cycles']:,.0f} | {g['sim_cycles_per_s']:,.0f} | "
                      f"{g['sim_edges_per_s']:,.0f} | {g['dram_bytes'] / 1e6:.1f} | "
                      f"{', '.join(g['functional_check'])} |")
-    lines.append("")
+    lines += ["", "Per-engine bars of the plots: busy, input stall, output stall and idle cycles of each stage; "
+              "the decoder row sums the combination-side and the aggregation-side decoders (`hw/config.py`, "
+              "`num_decoders`), which work in parallel, so it can exceed the total.", ""]
     for name in res.get("graphs", {}):  # the per-engine / DRAM plot of each graph, when the script wrote it
         if (RESULTS / f"hw_sim_{name}.png").is_file():
             lines += [f"![cycle model on {name}: engines and DRAM traffic](benchmarks/results/hw_sim_{name}.png)", ""]

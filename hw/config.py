@@ -32,7 +32,10 @@ SOURCES: dict[str, str] = {
     "combination_buffer_kib": "secondary", "aggregation_buffer_kib": "secondary", "sparse_buffer_kib": "secondary",
     "num_eid_fifos": "secondary (16 eID FIFOs)", "eid_fifo_depth": "secondary (8 entries)",
     "decoder_bits_per_cycle": "assumption (one 64-bit word per cycle)",
-    "agg_lanes": "assumption (RTL aggregation_unit lane count)", "num_decoders": "assumption (one per C-PE)",
+    "agg_lanes": "assumption (RTL aggregation_unit lane count)",
+    "num_decoders": "assumption (one per C-PE; the aggregation side decodes XW packages with as many of its own, "
+    "so the two phases never wait for each other's decoders, and the report's decoder row sums both sides: its "
+    "busy + stall time can exceed the total cycles)",
     "num_requant_units": "assumption",
     "feature_format": "primary abstract (Adaptive-Package); layout per quant/adaptive_package.py (assumption)",
     "condense_edge": "primary abstract (Condense-Edge); mechanics secondary",
