@@ -20,6 +20,7 @@ batch (graph tasks).
 
 from __future__ import annotations
 
+import warnings
 from collections import Counter
 
 import torch
@@ -132,6 +133,7 @@ def quantize_(model: nn.Module, cfg: QuantConfig, data=None) -> nn.Module:
         q.point_name = spec.name
         q.layer_index = spec.layer
         setattr(spec.parent, spec.attr, q)
+    _warn_all_signed_below_two_bits(cfg, model)
     object.__setattr__(model, _CTX_ATTR, ctx)
     model._quant_cfg = cfg
     model.register_forward_pre_hook(_pre_hook, with_kwargs=True)
@@ -145,6 +147,26 @@ def quantize_(model: nn.Module, cfg: QuantConfig, data=None) -> nn.Module:
             model(data.x.to(device), data.edge_index.to(device))
         model.train(was_training)
     return model
+
+
+SIGNED_MIN_USEFUL_BITS = 2  # a signed row of b = 1 bit has qmax = 2^0 - 1 = 0: it stores only zeros
+
+
+def _warn_all_signed_below_two_bits(cfg: QuantConfig, model: nn.Module) -> None:
+    """Warn when every learned-bit tensor is signed and the target is under 2 bits: the penalty can then only be
+    met by driving rows to b = 1, which quantizes them to zero (GAT at the 1.7-bit target predicts one class)."""
+    if cfg.is_dq:
+        return
+    learned = [q for _, q in _quantizers(model) if isinstance(q, A2QQuantizer) and q.learn_bits]
+    if learned and not any(q.unsigned for q in learned) and cfg.target_bits < SIGNED_MIN_USEFUL_BITS:
+        roles = ", ".join(sorted({q.role for q in learned}))
+        warnings.warn(f"quantize_: every learned feature tensor of this model is signed (roles: {roles}; e.g. "
+                      f"GAT's XW and post-ELU inputs) and target_bits={cfg.target_bits:g} < "
+                      f"{SIGNED_MIN_USEFUL_BITS}: a signed row counts its sign bit, so most rows must drop to 1 bit, "
+                      "which quantizes them to zero (qmax = 0): RESULTS.md's GAT runs at 1.7 bits predict one "
+                      f"class. Use a target of at least {SIGNED_MIN_USEFUL_BITS} bits for such models (A2Q's "
+                      "analysis_bit would report those rows one bit lower; see quant/config.py)",
+                      UserWarning, stacklevel=3)
 
 
 def _quantizers(model: nn.Module) -> list[tuple[str, nn.Module]]:

@@ -322,3 +322,14 @@ def test_a_fixed_bitwidth_without_a_point_to_act_on_is_refused(arch, field, ok):
     else:
         with pytest.raises(ValueError, match=f"{field}=6 has no quantization point"):
             quantize_(model, cfg, data)
+
+
+@pytest.mark.parametrize("arch,target,warns", [("gat", 1.7, True), ("gat", 2.0, False), ("gcn", 1.7, False)])
+def test_all_signed_model_under_two_bits_warns(arch, target, warns, recwarn):
+    """GAT learns bits on signed tensors only: under a 2-bit target its rows fall to b = 1, all zeros; say so."""
+    data = small_graph()
+    quantize_(model_for(arch, data), QuantConfig(method="a2q", target_bits=target), data)
+    hits = [w for w in recwarn if "is signed" in str(w.message)]
+    assert len(hits) == int(warns)
+    if warns:
+        assert "target_bits=1.7 < 2" in str(hits[0].message) and "at least 2 bits" in str(hits[0].message)
