@@ -1,11 +1,16 @@
-"""RESULTS.md tables of the codec-speed, fixed-point-sweep and RTL result files (benchmarks/make_results.py)."""
+"""RESULTS.md tables of the codec-speed, fixed-point-sweep, RTL and grid-storage result files
+(benchmarks/make_results.py), and quant_storage's merge of parallel runs."""
 
+import json
 import sys
 from pathlib import Path
+
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import make_results  # noqa: E402
+import quant_storage  # noqa: E402
 
 
 def pack_row(bits, pack, unpack):
@@ -54,3 +59,19 @@ def test_rtl_tables_show_every_configuration_and_flag_a_mismatch():
     assert any("| NO |" in line for line in lines)
     assert "| icarus | 12 | 1,472 | 0.433 | 3.1 |" in lines
     assert not any("/tmp" in line for line in lines)
+
+
+def test_storage_table_and_merge(tmp_path):
+    def cell(ds, method, target, ratio):
+        return {"dataset": ds, "model": "gcn", "method": method, "target_bits": target, "all_in_ratio": ratio,
+                "feature_bytes": 100, "fp32_feature_bytes": 1600, "avg_bits": 1.02, "command": "cmd"}
+
+    out = tmp_path / "quant_storage.json"
+    quant_storage.save(out, [cell("coauthor-cs", "a2q", 4.0, 15.5)], "cmd")
+    quant_storage.save(out, [cell("cora", "degree-aware", 1.7, 15.3), cell("coauthor-cs", "a2q", 4.0, 15.6)], "cmd")
+    cells = json.loads(out.read_text())["cells"]  # parallel runs merge; a re-measured cell replaces the old one
+    assert [(c["dataset"], c["all_in_ratio"]) for c in cells] == [("cora", 15.3), ("coauthor-cs", 15.6)]
+    lines = make_results.render_quant_storage({"cells": cells})
+    assert "| cora | gcn | not run | not run | not run | 15.3x all-in, 16.0x features @ 1.02 bits |" in lines
+    with pytest.raises(SystemExit, match="has no export"):
+        quant_storage.main(["--datasets", "mutag"])

@@ -1,0 +1,103 @@
+"""All-in compression of the quantization grid's learned-bit cells, measured on the accelerator export.
+
+For every (dataset, model) of the node-level grid and every learned-bit cell (A2Q and degree-aware at the 4- and
+1.7-bit targets, the grid's preset training with penalty a = 25), train seed 0 with ``gnn.train``, export it with
+``quant.export`` (which verifies the integer path against the fake-quant model) and record the export's measured
+bytes: ``all_in_ratio`` = FP32 bytes of every feature tensor, the weights and the CSR adjacency over the quantized
+bytes of the same, metadata (bit tables, steps) included; ``measured_features_ratio`` for the features alone; the
+learned average bits. One seed per cell: the ratio is dominated by the stored input features and moves little
+between seeds (the accuracy of each cell, over 10 seeds, is in the quantization table).
+
+    python benchmarks/quant_storage.py --datasets cora,citeseer --models gcn,gin,gat,sage
+
+Writes benchmarks/results/quant_storage.json after every cell (cells of other runs are kept). Degree-Quant's
+uniform INT8 / INT4 and the graph-level datasets (MUTAG, PROTEINS) have no export, so no measured all-in bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without install
+
+from _common import RESULTS, machine  # noqa: E402
+
+CELLS = (("a2q", 4.0), ("a2q", 1.7), ("degree-aware", 4.0), ("degree-aware", 1.7))  # the grid's learned cells
+GRID_PENALTY = 25.0  # the preset grid's penalty weight (RESULTS.md's quantization table)
+NODE_DATASETS = ("cora", "citeseer", "amazon-computers", "coauthor-cs")
+MODELS = ("gcn", "gin", "gat", "sage")
+
+
+def cell_key(c: dict) -> tuple:
+    return c["dataset"], c["model"], c["method"], float(c["target_bits"])
+
+
+def measure(dataset: str, model: str, method: str, target: float, work: Path) -> dict:
+    """Train seed 0 of one grid cell, export it; the export's measured storage figures."""
+    from gnn.train import main as train
+    from quant.export import main as export
+
+    name = f"{dataset}_{model}_{method}_{target:g}"
+    run_dir, qgraph = work / name, work / f"{name}.qgraph"
+    out = train(["--dataset", dataset, "--model", model, "--quant", method, "--target-bits", f"{target:g}",
+                 "--penalty-weight", f"{GRID_PENALTY:g}", "--seeds", "1", "--run-dir", str(run_dir), "--no-progress"])
+    export(["--run", str(run_dir), "--out", str(qgraph)])  # writes, then loads and verifies every checksum
+    metrics = json.loads((qgraph / "manifest.json").read_text())["metrics"]
+    storage = metrics["storage"]
+    return {"dataset": dataset, "model": model, "method": method, "target_bits": target, "seed": 0,
+            "penalty_weight": GRID_PENALTY, "test_acc": 100 * out["per_run"][0]["test_acc"],
+            "avg_bits": metrics["avg_bits"], "avg_bits_with_sign": metrics["avg_bits_with_sign"],
+            "all_in_bytes": int(storage["all_in_bytes"]), "fp32_all_in_bytes": int(storage["fp32_all_in_bytes"]),
+            "all_in_ratio": float(storage["all_in_ratio"]),
+            "feature_bytes": int(storage["feature_bytes"]), "fp32_feature_bytes": int(storage["fp32_feature_bytes"])}
+
+
+def save(path: Path, cells: list[dict], command: str) -> None:
+    """Write ``cells`` over the cells ``path`` holds now (re-read at write time: parallel runs of other cells)."""
+    previous = json.loads(path.read_text()).get("cells", []) if path.exists() else []
+    mine = {cell_key(c) for c in cells}
+    merged = [c for c in previous if cell_key(c) not in mine] + cells
+    merged.sort(key=lambda c: (NODE_DATASETS.index(c["dataset"]) if c["dataset"] in NODE_DATASETS else 99,
+                               MODELS.index(c["model"]) if c["model"] in MODELS else 99, c["method"],
+                               -c["target_bits"]))
+    path.write_text(json.dumps({"benchmark": "quant_storage", "machine": machine(), "cells": merged,
+                                "note": "seed 0 per cell; the export's measured bytes (quant.storage)"}, indent=1))
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--datasets", default=",".join(NODE_DATASETS))
+    p.add_argument("--models", default=",".join(MODELS))
+    p.add_argument("--out", type=Path, default=RESULTS / "quant_storage.json")
+    args = p.parse_args(argv)
+    datasets, models = args.datasets.split(","), args.models.split(",")
+    for d in datasets:
+        if d not in NODE_DATASETS:
+            raise SystemExit(f"error: --datasets: {d!r} has no export (node-level grid datasets: "
+                             f"{', '.join(NODE_DATASETS)})")
+    for m in models:
+        if m not in MODELS:
+            raise SystemExit(f"error: --models: unknown model {m!r}; valid: {', '.join(MODELS)}")
+    command = "python benchmarks/quant_storage.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    cells = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for d in datasets:
+            for m in models:
+                for method, target in CELLS:
+                    t0 = time.perf_counter()
+                    cell = {**measure(d, m, method, target, Path(tmp)), "command": command,
+                            "seconds": time.perf_counter() - t0}
+                    cells.append(cell)
+                    print(f"{d} {m} {method} {target:g}: {cell['avg_bits']:.2f} bits, all-in "
+                          f"{cell['all_in_ratio']:.1f}x ({cell['seconds']:.0f} s)", flush=True)
+                    save(args.out, cells, command)
+    return cells
+
+
+if __name__ == "__main__":
+    main()
