@@ -51,11 +51,21 @@ _TUNING_FLAGS = ("--epochs", "--dropout", "--weight-decay", "--features", "--hid
                  "--xw-bits")
 
 
+# The issue's quantization table: node-level (datasets, models), graph-level (datasets, models), the columns as
+# (method, target bits), and the penalty weight of the preset training.
+QUANT_GRID_NODE = (("cora", "citeseer", "amazon-computers", "coauthor-cs"), ("gcn", "gin", "gat", "sage"))
+QUANT_GRID_GRAPH = (("mutag", "proteins"), ("gin", "gcn"))
+QUANT_GRID_COLUMNS = (("fp32", None), ("dq-int8", None), ("dq-int4", None), ("a2q", 4.0), ("a2q", 1.7),
+                      ("degree-aware", 4.0), ("degree-aware", 1.7))
+QUANT_GRID_LEARNED_COLUMNS = tuple((m, t) for m, t in QUANT_GRID_COLUMNS if t is not None)  # learned-bit cells
+QUANT_GRID_PENALTY = 25.0
+
+
 def is_preset_grid_cell(cell: dict) -> bool:
     """A quantization-table cell of the preset grid: the preset's training and penalty weight 25, no tuning flag in
     its command."""
     return (not any(f in cell.get("command", "") for f in _TUNING_FLAGS)
-            and cell.get("penalty_weight", 25.0) == 25.0 and "features" not in cell)
+            and cell.get("penalty_weight", QUANT_GRID_PENALTY) == QUANT_GRID_PENALTY and "features" not in cell)
 
 
 def preset_grid(cells: list[dict]) -> dict[tuple, dict]:
@@ -67,3 +77,14 @@ def quant_training_key(cell: dict) -> tuple:
     """What a quantization-table cell was trained with, beyond dataset, model and method: two cells with equal keys
     ran the same training (used to replace re-run cells and to pair an A2Q run with its FP32 run)."""
     return tuple(cell.get(k) for k in QUANT_TRAINING_FIELDS)
+
+
+def train_and_export(train_args: list[str], run_dir: Path, qgraph: Path) -> tuple[dict, dict]:
+    """``python -m gnn.train <train_args>`` into ``run_dir``, then ``python -m quant.export`` to ``qgraph`` (which
+    writes, loads back and verifies every checksum); returns gnn.train's result and the export manifest's metrics."""
+    from gnn.train import main as train
+    from quant.export import main as export
+
+    out = train([*train_args, "--run-dir", str(run_dir), "--no-progress"])
+    export(["--run", str(run_dir), "--out", str(qgraph)])
+    return out, json.loads((qgraph / "manifest.json").read_text())["metrics"]

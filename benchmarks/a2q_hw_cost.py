@@ -14,7 +14,6 @@ measures what the same trained models cost in hardware, on fewer seeds.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -23,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without install
 
 import numpy as np  # noqa: E402
-from _common import RESULTS, machine, save_json  # noqa: E402
+from _common import RESULTS, machine, save_json, train_and_export  # noqa: E402
 
 RECIPE = ("--dataset", "cora", "--model", "gcn", "--quant", "a2q", "--target-bits", "1.7", "--penalty-weight", "10",
           "--dropout", "0.35", "--hidden", "64")  # and --epochs (default 1000)
@@ -33,15 +32,11 @@ METRICS = ("test_acc", "test_acc_integer", "avg_bits", "all_in_bytes", "cycles",
 
 def measure(width: int, seed: int, work: Path, arch: str, epochs: int) -> dict:
     """Train one seed at ``width``-bit weights and XW, export it, simulate it; the figures of one run."""
-    from gnn.train import main as train
     from hw.simulate import main as simulate
-    from quant.export import main as export
 
     run_dir, qgraph = work / f"w{width}_s{seed}", work / f"w{width}_s{seed}.qgraph"
-    out = train([*RECIPE, "--epochs", str(epochs), "--seeds", "1", "--first-seed", str(seed), "--weight-bits",
-                 str(width), "--xw-bits", str(width), "--run-dir", str(run_dir), "--no-progress"])
-    export(["--run", str(run_dir), "--out", str(qgraph)])  # writes, then loads and verifies every checksum
-    metrics = json.loads((qgraph / "manifest.json").read_text())["metrics"]
+    out, metrics = train_and_export([*RECIPE, "--epochs", str(epochs), "--seeds", "1", "--first-seed", str(seed),
+                                     "--weight-bits", str(width), "--xw-bits", str(width)], run_dir, qgraph)
     sim = simulate([str(qgraph), "--arch", arch, "--out", str(work / "sim")])
     if any(c != "bit-exact" for c in sim["functional_check"]):
         raise RuntimeError(f"width {width} seed {seed}: the simulation is not bit-exact: {sim['functional_check']}")

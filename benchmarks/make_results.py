@@ -14,7 +14,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import RESULTS, preset_grid  # noqa: E402
+from _common import (  # noqa: E402
+    QUANT_GRID_COLUMNS,
+    QUANT_GRID_GRAPH,
+    QUANT_GRID_LEARNED_COLUMNS,
+    QUANT_GRID_NODE,
+    RESULTS,
+    preset_grid,
+)
 from quant_headline import HEADLINE_GAP_PT, a2q_headline, a2q_pareto, fewest_bits_within_gap  # noqa: E402
 
 OUT = Path(__file__).resolve().parents[1] / "RESULTS.md"
@@ -59,12 +66,6 @@ def render_speed(res: dict) -> list[str]:
     return lines
 
 
-QUANT_GRID_DATASETS = (("cora", "citeseer", "amazon-computers", "coauthor-cs"), ("gcn", "gin", "gat", "sage"))
-QUANT_GRID_GRAPH = (("mutag", "proteins"), ("gin", "gcn"))
-QUANT_GRID_COLUMNS = (("fp32", None), ("dq-int8", None), ("dq-int4", None), ("a2q", 4.0), ("a2q", 1.7),
-                      ("degree-aware", 4.0), ("degree-aware", 1.7))
-
-
 def render_quant_grid(cells: list[dict]) -> list[str]:
     """The issue's table as a matrix: one row per (dataset, model), one column per method; empty = not run yet."""
     grid = preset_grid(cells)
@@ -72,7 +73,7 @@ def render_quant_grid(cells: list[dict]) -> list[str]:
     lines = ["Preset grid (each model's preset training, penalty a = 25; cell = test acc mean +- std @ average "
              "feature bits without sign; `not run` = still missing):", "",
              "| dataset | model | runs | " + " | ".join(head) + " |", "|---|---|---|" + "---|" * len(head)]
-    for datasets, models in (QUANT_GRID_DATASETS, QUANT_GRID_GRAPH):
+    for datasets, models in (QUANT_GRID_NODE, QUANT_GRID_GRAPH):
         for ds in datasets:
             for model in models:
                 row = [grid.get((ds, model, m, t)) for m, t in QUANT_GRID_COLUMNS]
@@ -704,9 +705,6 @@ def render_rtl_sim(res: dict) -> list[str]:
     return lines + ["", f"Machine: `{json.dumps(res.get('machine', {}), sort_keys=True)}`", ""]
 
 
-STORAGE_CELLS = (("a2q", 4.0), ("a2q", 1.7), ("degree-aware", 4.0), ("degree-aware", 1.7))
-
-
 def render_quant_storage(res: dict) -> list[str]:
     """All-in compression of the grid's learned-bit cells, measured on seed 0's export (`quant_storage.py`)."""
     cells = res.get("cells", [])
@@ -721,11 +719,11 @@ def render_quant_storage(res: dict) -> list[str]:
              "alone. The input features dominate on these bag-of-words graphs (stored in 2 signed bits when "
              "binary), so the all-in ratio moves little with the learned bits. Degree-Quant's uniform INT8 / INT4 "
              "and the graph-level datasets have no export (their features alone compress 4x / 8x).", "",
-             "| dataset | model | " + " | ".join(f"{m} t{t:g}" for m, t in STORAGE_CELLS) + " |",
-             "|---|---|" + "---|" * len(STORAGE_CELLS)]
+             "| dataset | model | " + " | ".join(f"{m} t{t:g}" for m, t in QUANT_GRID_LEARNED_COLUMNS) + " |",
+             "|---|---|" + "---|" * len(QUANT_GRID_LEARNED_COLUMNS)]
     for ds, model in dict.fromkeys((c["dataset"], c["model"]) for c in cells):
         row = []
-        for m, t in STORAGE_CELLS:
+        for m, t in QUANT_GRID_LEARNED_COLUMNS:
             c = by_key.get((ds, model, m, t))
             row.append(f"{c['all_in_ratio']:.1f}x all-in, "
                        f"{c['fp32_feature_bytes'] / c['feature_bytes']:.1f}x features @ {c['avg_bits']:.2f} bits"

@@ -4,8 +4,8 @@ For every (dataset, model) of the node-level grid and every learned-bit cell (A2
 1.7-bit targets, the grid's preset training with penalty a = 25), train seed 0 with ``gnn.train``, export it with
 ``quant.export`` (which verifies the integer path against the fake-quant model) and record the export's measured
 bytes: ``all_in_ratio`` = FP32 bytes of every feature tensor, the weights and the CSR adjacency over the quantized
-bytes of the same, metadata (bit tables, steps) included; ``measured_features_ratio`` for the features alone; the
-learned average bits. One seed per cell: the ratio is dominated by the stored input features and moves little
+bytes of the same, metadata (bit tables, steps) included; the feature bytes alone (quantized and FP32); the learned
+average bits. One seed per cell: the ratio is dominated by the stored input features and moves little
 between seeds (the accuracy of each cell, over 10 seeds, is in the quantization table).
 
     python benchmarks/quant_storage.py --datasets cora,citeseer --models gcn,gin,gat,sage
@@ -25,12 +25,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without install
 
-from _common import RESULTS, machine  # noqa: E402
+from _common import (  # noqa: E402
+    QUANT_GRID_LEARNED_COLUMNS,
+    QUANT_GRID_NODE,
+    QUANT_GRID_PENALTY,
+    RESULTS,
+    machine,
+    train_and_export,
+)
 
-CELLS = (("a2q", 4.0), ("a2q", 1.7), ("degree-aware", 4.0), ("degree-aware", 1.7))  # the grid's learned cells
-GRID_PENALTY = 25.0  # the preset grid's penalty weight (RESULTS.md's quantization table)
-NODE_DATASETS = ("cora", "citeseer", "amazon-computers", "coauthor-cs")
-MODELS = ("gcn", "gin", "gat", "sage")
+NODE_DATASETS, MODELS = QUANT_GRID_NODE
 
 
 def cell_key(c: dict) -> tuple:
@@ -39,18 +43,13 @@ def cell_key(c: dict) -> tuple:
 
 def measure(dataset: str, model: str, method: str, target: float, work: Path) -> dict:
     """Train seed 0 of one grid cell, export it; the export's measured storage figures."""
-    from gnn.train import main as train
-    from quant.export import main as export
-
     name = f"{dataset}_{model}_{method}_{target:g}"
-    run_dir, qgraph = work / name, work / f"{name}.qgraph"
-    out = train(["--dataset", dataset, "--model", model, "--quant", method, "--target-bits", f"{target:g}",
-                 "--penalty-weight", f"{GRID_PENALTY:g}", "--seeds", "1", "--run-dir", str(run_dir), "--no-progress"])
-    export(["--run", str(run_dir), "--out", str(qgraph)])  # writes, then loads and verifies every checksum
-    metrics = json.loads((qgraph / "manifest.json").read_text())["metrics"]
+    out, metrics = train_and_export(["--dataset", dataset, "--model", model, "--quant", method, "--target-bits",
+                                     f"{target:g}", "--penalty-weight", f"{QUANT_GRID_PENALTY:g}", "--seeds", "1"],
+                                    work / name, work / f"{name}.qgraph")
     storage = metrics["storage"]
     return {"dataset": dataset, "model": model, "method": method, "target_bits": target, "seed": 0,
-            "penalty_weight": GRID_PENALTY, "test_acc": 100 * out["per_run"][0]["test_acc"],
+            "penalty_weight": QUANT_GRID_PENALTY, "test_acc": 100 * out["per_run"][0]["test_acc"],
             "avg_bits": metrics["avg_bits"], "avg_bits_with_sign": metrics["avg_bits_with_sign"],
             "all_in_bytes": int(storage["all_in_bytes"]), "fp32_all_in_bytes": int(storage["fp32_all_in_bytes"]),
             "all_in_ratio": float(storage["all_in_ratio"]),
@@ -88,7 +87,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         for d in datasets:
             for m in models:
-                for method, target in CELLS:
+                for method, target in QUANT_GRID_LEARNED_COLUMNS:
                     t0 = time.perf_counter()
                     cell = {**measure(d, m, method, target, Path(tmp)), "command": command,
                             "seconds": time.perf_counter() - t0}

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 import numpy as np
 import torch
-from _common import device_name, preset_grid, quant_training_key  # noqa: E402  (benchmarks/ is on the path: scripts run from it)
+from _common import QUANT_GRID_GRAPH, QUANT_GRID_NODE, device_name, preset_grid, quant_training_key  # noqa: E402  (benchmarks/ is on the path: scripts run from it)
 from quant_headline import HEADLINE_GAP_PT, HEADLINE_TARGET_BITS, a2q_pareto  # noqa: E402
 from quant_headline import LEARNED_METHODS as LEARNED  # noqa: E402
 
@@ -118,7 +118,7 @@ def run_cell(graph, arch: str, method: str, target: float, seeds: list[int], epo
     return cell
 
 
-DATASET_ORDER = ("cora", "citeseer", "amazon-computers", "coauthor-cs", "mutag", "proteins")  # the table
+DATASET_ORDER = QUANT_GRID_NODE[0] + QUANT_GRID_GRAPH[0]  # the table
 
 
 def accuracy_panels(cells: list[dict]) -> tuple[dict[str, list[dict]], bool]:
