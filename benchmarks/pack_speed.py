@@ -57,6 +57,8 @@ def main() -> None:
     ap.add_argument("--ap-nodes", type=int, default=16384, help="rows for the Adaptive-Package codec (default 16384)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1: one core, as the target)")
     args = ap.parse_args()
+    if args.threads < 1:
+        ap.error(f"--threads {args.threads}: give a positive number of torch threads (1 = one core, the target's)")
     torch.set_num_threads(args.threads)
     rng = np.random.default_rng(0)
     load_start = os.getloadavg()[0]
