@@ -732,6 +732,18 @@ def render_quant_storage(res: dict) -> list[str]:
     return lines + ["", f"Machine: `{json.dumps(res.get('machine', {}), sort_keys=True)}`", ""]
 
 
+def render_teardown_race(res: dict) -> list[str]:
+    lines = ["## Rank exit: runs with a dead rank, old exit pattern against `distributed.teardown`", "",
+             "File: `benchmarks/results/teardown_race.json`, `" + res.get("command", "") + "`. Two gloo ranks leave "
+             f"{res.get('rounds')} all-reduces in flight with their group held past `destroy_process_group()` (as "
+             "FSDP2's DeviceMesh does) and exit; `plain` returns into interpreter shutdown.", "",
+             "| exit | runs | runs with a dead rank | signals |", "|---|---|---|---|"]
+    for r in res.get("rows", []):
+        sig = ", ".join(f"{k} x{v}" for k, v in sorted(r["signals"].items())) or "-"
+        lines.append(f"| {r['mode']} | {r['runs']} | {r['runs_with_a_dead_rank']} | {sig} |")
+    return lines + [""]
+
+
 RENDERERS = {"a2q_hw_cost": render_a2q_hw_cost, "hw_ablation": render_hw_ablation,
              "dist_accuracy": render_dist_accuracy,
              "dist_quant_accuracy": render_dist_quant_accuracy, "dist_time": render_dist_time,
@@ -744,7 +756,8 @@ RENDERERS = {"a2q_hw_cost": render_a2q_hw_cost, "hw_ablation": render_hw_ablatio
              "gt_attention_cuda": lambda r: render_gt_attention(r, "gt_attention_cuda"),
              "gt_max_nodes": render_gt_max_nodes, "integer_accuracy": render_integer_accuracy,
              "pack_speed": render_pack_speed, "export_fixed_point": render_export_fixed_point,
-             "rtl_cells": render_rtl_cells, "rtl_sim": render_rtl_sim, "quant_storage": render_quant_storage}
+             "rtl_cells": render_rtl_cells, "rtl_sim": render_rtl_sim, "quant_storage": render_quant_storage,
+             "teardown_race": render_teardown_race}
 
 
 def render_other(name: str, res: dict) -> list[str]:

@@ -172,11 +172,10 @@ class HaloExchanger:
 
     def forward(self, x_own: Tensor, training: bool) -> Tensor:
         """Halo rows for this layer. Shapes: x_own (N_o, F) -> (N_h, F)."""
-        if not training:
-            self._drain(keep_forward=True)
+        if not training:  # pipelined transfers of the last training step stay in flight: the next step uses them
             return self._finish_forward(*self._post_forward(x_own, "eval", update=False), update=False)
         if not self.stale:
-            self._drain(keep_forward=False)
+            self.drain()
             return self._finish_forward(*self._post_forward(x_own, "forward", update=True), update=True)
         previous = self.pending_fwd
         if previous is None and self.last_halo is not None:  # after a synchronous epoch: its halo is 1 step old
@@ -188,12 +187,13 @@ class HaloExchanger:
         self.pending_fwd = self._post_forward(x_own, "forward", update=True)
         return halo
 
-    def _drain(self, keep_forward: bool) -> None:
-        """Complete pending transfers (collectives must finish in order on every rank)."""
-        if self.pending_fwd is not None and not keep_forward:
+    def drain(self) -> None:
+        """Complete the pipelined transfers still in flight: before a synchronous epoch, and when training ends
+        (`DistGNN.drain`), so that no rank tears its process group down under an unfinished transfer."""
+        if self.pending_fwd is not None:
             self._finish_forward(*self.pending_fwd, update=True)  # keeps the delta references in step
             self.pending_fwd = None
-        if self.pending_bwd is not None and not keep_forward:
+        if self.pending_bwd is not None:
             self._timed_result(self.pending_bwd)  # stale gradients of a finished step: dropped
             self.pending_bwd = None
 

@@ -123,6 +123,11 @@ class DistGNN(nn.Module):
         if self.shard is not None:
             self.shard.epoch = epoch
 
+    def drain(self) -> None:
+        """Wait for every halo transfer still in flight (pipelined mode); call when training ends."""
+        for ex in self.exchangers:
+            ex.drain()
+
     def _exchange_input(self, x: Tensor) -> None:
         """Fetch the full-precision halo rows of the raw input once (bytes counted as "setup")."""
         if x.is_sparse != self.cfg.sparse_input:

@@ -305,6 +305,7 @@ def _train_rank(cfg: DistTrainConfig, log) -> dict:
                 f"{rec['exchange_bytes'] / 1e6:.3f} MB")
         if cfg.checkpoint_every and (epoch + 1) % cfg.checkpoint_every == 0:
             _checkpoint(model, opt, epoch, cfg.checkpoint_dir, load=False)
+    model.drain()
     setup = sum(b for (e, _, d), b in model.counter.bytes.items() if d == "setup")
     setup_t = torch.tensor([float(setup)], device=device)
     dist.all_reduce(setup_t)
@@ -315,6 +316,8 @@ def _train_rank(cfg: DistTrainConfig, log) -> dict:
            "state_dict": {k: v.detach().cpu().clone() for k, v in model.module.state_dict().items()}}
     if cfg.quant != "none":
         out.update(_finish_quantized(model, cfg, g, full_data, log))
+    dist.barrier(group=model.group)  # the run's exchange group: drained above, released here (train_many makes many)
+    dist.destroy_process_group(model.group)
     return out
 
 

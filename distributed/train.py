@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from distributed.codecs import CODECS
 from distributed.halo import ExchangeConfig
 from distributed.partition import METHODS
 from distributed.runner import QUANT_MODES, DistTrainConfig, train_rank
+from distributed.teardown import finish_process_groups, run_rank_main
 from gnn.models import ARCHS
 
 
@@ -129,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
         backend = "nccl"
     init_process_group(timedelta(seconds=args.timeout_s), backend)
+    finished = False
     try:
         rank = dist.get_rank()
         result = train_rank(cfg, log=print if rank == 0 else (lambda *_: None))
@@ -139,10 +140,11 @@ def main(argv: list[str] | None = None) -> int:
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text(json.dumps(result, indent=1))
             print(f"best val {result['best_val_acc']:.4f} test {result['test_acc_at_best_val']:.4f} -> {out}")
+        finished = True
     finally:
-        dist.destroy_process_group()
+        finish_process_groups(wait=finished)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_rank_main(main)

@@ -1,9 +1,10 @@
 """Check a sequence-parallel layout against the single-process model: same outputs and same gradients.
 
-``run_equivalence(EquivalenceCase(cp=2, hp=2))`` spawns ``cp * hp`` CPU processes over gloo (free port), each
-builds the same float64 model and random graph (N chosen not divisible by the world size, so padding is
-exercised), runs the single-process reference and the parallelized model on its rows, and reports the max
-absolute error of its output rows and of the all-reduced parameter gradients, plus the bytes it sent per layer.
+``run_equivalence(EquivalenceCase(cp=2, hp=2))`` spawns ``cp * hp`` CPU processes over gloo
+(`distributed.launch.spawn`), each builds the same float64 model and random graph (N chosen not divisible by the
+world size, so padding is exercised), runs the single-process reference and the parallelized model on its rows,
+and reports the max absolute error of its output rows and of the all-reduced parameter gradients, plus the bytes
+it sent per layer.
 With ``fsdp`` / ``checkpoint_layers`` the parallel model is also FSDP2-sharded / activation-checkpointed, and with
 ``optimizer_step`` both models take one AdamW step and the parameters after it are compared (``param_err``).
 Used by the tests; also ``python -m graphtransformer.equivalence --cp 2 --hp 2``.
@@ -13,15 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import socket
-import tempfile
 from dataclasses import asdict, dataclass
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
+from distributed.launch import spawn
 from graphtransformer.cluster import ClusterConfig
 from graphtransformer.comm import CommCounter
 from graphtransformer.model import GraphTransformer, GraphTransformerConfig, attention_graph
@@ -79,85 +77,52 @@ def _model(cfg: GraphTransformerConfig, seed: int, dtype: str = "float64") -> Gr
     return GraphTransformer(cfg).to(getattr(torch, dtype))
 
 
-def _worker(rank: int, world: int, port: int, case: EquivalenceCase, out_dir: str) -> None:
-    torch.set_num_threads(1)  # 2-core machine: avoid oversubscription
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
-    try:
-        graph, cfg, x, pe, w = _problem(case)
-        ref = _model(cfg, case.seed, case.dtype)
-        ref_out = ref(x, graph, pe)
-        (ref_out * w).sum().backward()
+def _rank_check(case: EquivalenceCase) -> dict:
+    """One rank of `run_equivalence` (run by `distributed.launch.spawn`, which owns the group and its teardown)."""
+    rank = dist.get_rank()
+    graph, cfg, x, pe, w = _problem(case)
+    ref = _model(cfg, case.seed, case.dtype)
+    ref_out = ref(x, graph, pe)
+    (ref_out * w).sum().backward()
 
-        sp = SequenceParallelConfig(cp=case.cp, hp=case.hp, sparse_comm=case.sparse_comm, fsdp=case.fsdp,
-                                    ring_window=case.ring_window, halo_codec=case.halo_codec,
-                                    halo_grad_codec=case.halo_grad_codec,
-                                    checkpoint_layers=case.checkpoint_layers)
-        counter = CommCounter()
-        model = _model(cfg, case.seed, case.dtype)
-        broadcast_parameters(model)
-        model = parallelize_graph_transformer(model, build_mesh(sp), sp, counter, case.chunk_rows)
-        sharded = shard_graph(graph, sp, rank)
-        out = model(shard_rows(x, sharded), sharded, shard_rows(pe, sharded))
-        (out * shard_rows(w, sharded)).sum().backward()
-        sync_gradients(model)
+    sp = SequenceParallelConfig(cp=case.cp, hp=case.hp, sparse_comm=case.sparse_comm, fsdp=case.fsdp,
+                                ring_window=case.ring_window, halo_codec=case.halo_codec,
+                                halo_grad_codec=case.halo_grad_codec, checkpoint_layers=case.checkpoint_layers)
+    counter = CommCounter()
+    model = _model(cfg, case.seed, case.dtype)
+    broadcast_parameters(model)
+    model = parallelize_graph_transformer(model, build_mesh(sp), sp, counter, case.chunk_rows)
+    sharded = shard_graph(graph, sp, rank)
+    out = model(shard_rows(x, sharded), sharded, shard_rows(pe, sharded))
+    (out * shard_rows(w, sharded)).sum().backward()
+    sync_gradients(model)
 
-        real = min(sharded.rows_per_rank, max(0, case.num_nodes - sharded.row_slice.start))
-        out_err = (out[:real] - shard_rows(ref_out, sharded)[:real]).abs().max().item() if real else 0.0
-        pairs = list(zip(model.parameters(), ref.parameters(), strict=True))
-        grad_err = max((full_tensor(p.grad) - q.grad).abs().max().item() for p, q in pairs)
-        param_err = None
-        if case.optimizer_step:
-            # Adam's first step is lr * g / (|g| + eps): a gradient difference d moves a parameter by up to
-            # lr * d / (4 eps), so eps = 1e-8 would turn 1e-14 gradient noise into 1e-9; eps = 1e-6 keeps it < 1e-10
-            # in float64, eps = 1e-2 keeps float32's ~4e-6 gradient noise < 1e-5.
-            eps = 1e-6 if case.dtype == "float64" else 1e-2
-            for m in (model, ref):
-                torch.optim.AdamW(m.parameters(), lr=1e-2, weight_decay=1e-2, eps=eps).step()
-            param_err = max((full_tensor(p.detach()) - q.detach()).abs().max().item() for p, q in pairs)
-        per_layer = {f"layers.{i}": {ph: counter.total(layer=f"layers.{i}", phase=ph)
-                                     for ph in ("forward", "backward")} for i in range(cfg.num_layers)}
-        result = {"rank": rank, "out_err": out_err, "grad_err": grad_err, "param_err": param_err,
-                  "out_scale": ref_out.abs().max().item(),
-                  "grad_scale": max(q.grad.abs().max().item() for _, q in pairs),
-                  "sharded": sum(type(p).__name__ == "DTensor" for p in model.parameters()), "bytes": per_layer,
-                  "halo_recv_rows": sum(sharded.halo_plan.recv_counts), "rows_per_rank": sharded.rows_per_rank}
-        with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
-            json.dump(result, f)
-        # No rank tears gloo down while a peer still has work in flight (FSDP2's asynchronous reduce-scatter):
-        # without this, the last rank out intermittently died with "terminate called without an active exception".
-        dist.barrier()
-    finally:
-        dist.destroy_process_group()
+    real = min(sharded.rows_per_rank, max(0, case.num_nodes - sharded.row_slice.start))
+    out_err = (out[:real] - shard_rows(ref_out, sharded)[:real]).abs().max().item() if real else 0.0
+    pairs = list(zip(model.parameters(), ref.parameters(), strict=True))
+    grad_err = max((full_tensor(p.grad) - q.grad).abs().max().item() for p, q in pairs)
+    param_err = None
+    if case.optimizer_step:
+        # Adam's first step is lr * g / (|g| + eps): a gradient difference d moves a parameter by up to
+        # lr * d / (4 eps), so eps = 1e-8 would turn 1e-14 gradient noise into 1e-9; eps = 1e-6 keeps it < 1e-10
+        # in float64, eps = 1e-2 keeps float32's ~4e-6 gradient noise < 1e-5.
+        eps = 1e-6 if case.dtype == "float64" else 1e-2
+        for m in (model, ref):
+            torch.optim.AdamW(m.parameters(), lr=1e-2, weight_decay=1e-2, eps=eps).step()
+        param_err = max((full_tensor(p.detach()) - q.detach()).abs().max().item() for p, q in pairs)
+    per_layer = {f"layers.{i}": {ph: counter.total(layer=f"layers.{i}", phase=ph) for ph in ("forward", "backward")}
+                 for i in range(cfg.num_layers)}
+    return {"rank": rank, "out_err": out_err, "grad_err": grad_err, "param_err": param_err,
+            "out_scale": ref_out.abs().max().item(),
+            "grad_scale": max(q.grad.abs().max().item() for _, q in pairs),
+            "sharded": sum(type(p).__name__ == "DTensor" for p in model.parameters()), "bytes": per_layer,
+            "halo_recv_rows": sum(sharded.halo_plan.recv_counts), "rows_per_rank": sharded.rows_per_rank}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def run_equivalence(case: EquivalenceCase, timeout_s: float = 120.0) -> list[dict]:
-    """Spawn cp * hp processes; returns one result dict per rank (raises if a rank failed)."""
-    world = case.cp * case.hp
-    ctx = mp.get_context("spawn")
-    with tempfile.TemporaryDirectory() as out_dir:
-        port = free_port()
-        procs = [ctx.Process(target=_worker, args=(r, world, port, case, out_dir)) for r in range(world)]
-        for p in procs:
-            p.start()
-        for p in procs:
-            p.join(timeout_s)
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-        codes = [p.exitcode for p in procs]
-        if any(c != 0 for c in codes):
-            raise RuntimeError(f"run_equivalence: worker exit codes {codes} for {case}")
-        results = []
-        for r in range(world):
-            with open(os.path.join(out_dir, f"rank{r}.json")) as f:
-                results.append(json.load(f))
-    return results
+def run_equivalence(case: EquivalenceCase, timeout_s: float = 300.0) -> list[dict]:
+    """Spawn cp * hp processes (one thread each); returns one result dict per rank (raises
+    `distributed.launch.RankFailure` naming a failed rank's status, traceback and stderr)."""
+    return spawn(_rank_check, case.cp * case.hp, case, timeout_s=timeout_s)
 
 
 def main() -> None:

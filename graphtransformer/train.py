@@ -21,6 +21,7 @@ import torch
 import torch.distributed as dist
 
 from distributed.codecs import CODECS
+from distributed.teardown import finish_process_groups, run_rank_main
 from graphtransformer.cluster import metis_relabeling
 from graphtransformer.model import BRANCH_ACTIVATIONS, GraphTransformer
 from graphtransformer.training import (
@@ -210,9 +211,8 @@ def main() -> None:
         out.write_text(json.dumps(result, indent=1))
         print(json.dumps({k: v for k, v in result.items() if k != "config"}, indent=1))
     if distributed:
-        dist.barrier()  # no rank tears gloo down while a peer still has asynchronous work in flight
-        dist.destroy_process_group()
+        finish_process_groups()
 
 
 if __name__ == "__main__":
-    main()
+    run_rank_main(main)
