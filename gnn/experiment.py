@@ -10,11 +10,13 @@ Writes a run directory::
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import asdict
 from pathlib import Path
 
 from gnn.data.loaders import GraphData
 from gnn.models import ModelConfig, build_model
+from gnn.progress import seed_line
 from gnn.trainer import SeedResult, TrainConfig, seed_everything, summarize, train_one
 
 
@@ -47,8 +49,14 @@ def run_experiment(graph: GraphData, model_cfg: ModelConfig, train_cfg: TrainCon
             continue
         seed_everything(seed)
         model = build_model(model_cfg)
-        results.append(train_one(model, graph, graph.splits[fold], train_cfg, seed=seed, fold=fold,
-                                 run_dir=sub, resume=resume, progress=progress))
+        start = time.perf_counter()
+        r = train_one(model, graph, graph.splits[fold], train_cfg, seed=seed, fold=fold, run_dir=sub,
+                      resume=resume, progress=progress)
+        results.append(r)
+        if progress:
+            print(seed_line(graph.name, model_cfg.arch, train_cfg.quant, seed, fold, best_epoch=r.best_epoch,
+                            val_acc=r.val_acc, test_acc=r.test_acc, seconds=time.perf_counter() - start,
+                            bits=r.quant_summary.get("avg_bits")), flush=True)
     out = {"dataset": graph.name, "model": model_cfg.arch, "quant": train_cfg.quant,
            "per_run": [asdict(r) for r in results], "summary": summarize(results)}
     if run_dir:

@@ -57,7 +57,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--run-dir", type=Path, help="output directory (default: runs/<dataset>_<model>_<time>)")
     p.add_argument("--resume", action="store_true", help="continue the runs found in --run-dir")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bars (drawn on a terminal only) and no per-seed lines")
     return p.parse_args(argv)
 
 

@@ -19,11 +19,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from tqdm.auto import tqdm
 
 from gnn.data.batching import GraphBatcher
 from gnn.data.loaders import GraphData
 from gnn.data.splits import Split
+from gnn.progress import progress_bar
 
 QUANT_METHODS = ("none", "a2q", "degree-aware", "dq-int8", "dq-int4")
 LEARNED_BIT_METHODS = ("a2q", "degree-aware")
@@ -304,8 +304,8 @@ def fp32_warmup(model: nn.Module, graph: GraphData, split: Split, cfg: TrainConf
     fp32_cfg = replace(cfg, quant="none", fp32_warmup_epochs=0)
     task = _Task(graph, split, fp32_cfg, seed, use_sparse_input=wants_sparse_input(model, graph, cfg.device))
     opt, penalty = _make_optimizer(model, fp32_cfg)
-    for _ in tqdm(range(cfg.fp32_warmup_epochs), disable=not progress, leave=False,
-                  desc=f"{graph.name} seed {seed} FP32 warm-up"):
+    for _ in progress_bar(range(cfg.fp32_warmup_epochs), enabled=progress,
+                          desc=f"{graph.name} seed {seed} FP32 warm-up"):
         task.train_step(model, opt, penalty)
 
 
@@ -340,8 +340,8 @@ def train_one(model: nn.Module, graph: GraphData, split: Split, cfg: TrainConfig
         best, max_test, step_seconds = ck["best"], ck["max_test"], ck["step_seconds"]
         start_epoch = ck["epoch"] + 1
         torch.set_rng_state(ck["rng"])
-    bar = tqdm(range(start_epoch, cfg.epochs + 1), disable=not progress, leave=False,
-               desc=f"{graph.name} seed {seed} fold {fold}")
+    bar = progress_bar(range(start_epoch, cfg.epochs + 1), enabled=progress,
+                       desc=f"{graph.name} seed {seed} fold {fold}")
     for epoch in bar:
         t0 = time.perf_counter()
         train_loss = task.train_step(model, opt, penalty)
