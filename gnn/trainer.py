@@ -252,7 +252,7 @@ class _Task:
                 idx = self.idx[k]
                 y = self.data.y[idx]
                 loss = float(F.cross_entropy(out[idx], y))
-                result[k] = (loss, float((out[idx].argmax(-1) == y).float().mean()))
+                result[k] = (loss, int((out[idx].argmax(-1) == y).sum()) / max(idx.numel(), 1))  # exact fraction
             return result
         for k in ("val", "test"):
             loss_sum, correct, n = 0.0, 0, 0

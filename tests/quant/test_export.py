@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from export_metrics import check_export_metrics
 
 from quant import adaptive_package, packing
 from quant.convert import to_quantized_gcn
@@ -83,8 +84,9 @@ def test_export_contents_are_consistent(exported):
     np.testing.assert_array_equal(q["layer0.xw_shift"], shift)
     # CSR of the GCN graph: one self loop per node
     assert q["graph.indptr"][-1] == q["graph.indices"].size and q["graph.indptr"].size == n + 1
-    met = q.manifest["metrics"]
-    assert 0 <= met["test_acc_integer"] <= 1 and met["storage"]["all_in_bytes"] > 0
+    # seed-fixed: one of the 80 nodes has near-tied logits that a one-code difference (quant/FIXED_POINT.md) flips
+    check_export_metrics(q, *exported[1:], max_delta_pt=0.0, min_agreement=0.98)
+    assert q.manifest["metrics"]["storage"]["all_in_bytes"] > 0
 
 
 def _copy(src: Path, dst: Path) -> Path:

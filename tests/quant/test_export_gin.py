@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from export_metrics import check_export_metrics
 
 from quant import export_gin
 from quant.export import ExportError, export_model, load, write_qgraph
@@ -42,8 +43,8 @@ def test_round_trip_recomputes_bit_exactly(exported):
     np.testing.assert_array_equal(outs[0], q["layer0.out"])
     np.testing.assert_array_equal(outs[0], q["layer1.x_codes"])
     np.testing.assert_array_equal(logits, q["logits"])
+    check_export_metrics(q, model, graph, max_delta_pt=0.0, min_agreement=1.0)  # seed-fixed: every node agrees
     met = m["metrics"]
-    assert abs(met["test_acc_delta_pt"]) <= 5.0 and met["prediction_agreement"] >= 0.95
     st = met["storage"]
     assert st["all_in_bytes"] < st["fp32_all_in_bytes"]
     assert [(s["layer"], s["tensor"]) for s in st["layers"]][:3] == [(0, "input"), (0, "aggregate"), (0, "hidden")]
@@ -118,6 +119,7 @@ def test_cli_exports_trained_gin_runs_with_and_without_the_hidden_quantizer(tmp_
         q.verify()
         assert json.loads((out / "manifest.json").read_text())["model"]["arch"] == "gin"
         assert q["layer0.x_codes"].shape == (2708, 1433) and q["logits"].shape == (2708, 7)
+        check_export_metrics(q, max_delta_pt=0.5, min_agreement=0.98)  # 3 epochs: near-tied logits
         return q
 
     plain = train_and_export("plain")  # the grid's recipe: hidden activation in 16-bit fixed point

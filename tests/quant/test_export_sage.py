@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from export_metrics import check_export_metrics
 
 from quant import export_sage
 from quant.export import ExportError, export_model, load, write_qgraph
@@ -40,8 +41,8 @@ def test_round_trip_recomputes_bit_exactly(exported):
     outs, logits = sage_forward_int(export_sage.integer_model(q), q["graph.edge_index"])
     np.testing.assert_array_equal(outs[0], q["layer0.out"])
     np.testing.assert_array_equal(logits, q["logits"])
+    check_export_metrics(q, model, graph, max_delta_pt=0.0, min_agreement=1.0)  # seed-fixed: every node agrees
     met = m["metrics"]
-    assert abs(met["test_acc_delta_pt"]) <= 5.0 and met["prediction_agreement"] >= 0.95
     assert met["storage"]["all_in_bytes"] < met["storage"]["fp32_all_in_bytes"]
 
 
@@ -84,6 +85,7 @@ def test_cli_exports_a_trained_graphsage_run(tmp_path):
     q = load(out)
     assert json.loads((out / "manifest.json").read_text())["model"]["arch"] == "sage"
     assert q["layer0.x_codes"].shape == (2708, 1433) and q["logits"].shape == (2708, 7)
+    check_export_metrics(q, max_delta_pt=0.5, min_agreement=0.98)  # 3 epochs: near-tied logits
 
 
 def test_pipeline_simulates_a_graphsage_export_and_skips_its_rtl(exported, capsys):
