@@ -27,7 +27,7 @@ PAPER = {"degree_aware_bitmap": {"speedup": 4.8, "dram_reduction": 5.8},
          "condense_edge": {"speedup": 1.1, "dram_reduction": 4.4},
          "headline_vs_hygcn": {"speedup": 38.3, "dram_reduction": 108.1},
          "source": "MEGA HPCA'24 as transcribed by Mr-Xiao2021 (SECONDARY); ablation baseline 'HyGCN-C'"}
-NOTES = [
+GENERAL_NOTES = [
     "Bitwidths come from a degree rule (2..8 bits), not from training; MEGA's learned bits average lower.",
     "FP32 step = MEGA engines with 1024 32-bit MACs in place of the bit-serial engines (our stand-in for HyGCN-C).",
     "Weights (4-bit, F_in x 128) exceed the 48 KiB weight buffer on wide-feature datasets and are re-read per tile; "
@@ -37,46 +37,80 @@ NOTES = [
     "of XW, so Condense-Edge saves little traffic there (and extra eID reads / passes can cost).",
     "In this model the degree-aware step already gets the compute saving (bit-serial cycles = sum of non-zero "
     "bits, zero skipping from the bitmap); Adaptive-Package then only shrinks bytes (8-bit containers -> b-bit "
-    "packed values + headers + boundary records), so its speedup is ~1x where MEGA reports 4.7x. We cannot tell "
-    "from the secondary sources how MEGA's 'bitmap' baseline computes; this split is our assumption.",
+    "packed values + headers + boundary records), so its speedup stays near 1x where MEGA reports "
+    f"{PAPER['adaptive_package']['speedup']}x. We cannot tell from the secondary sources how MEGA's 'bitmap' "
+    "baseline computes; this split is our assumption.",
     "HyGCN-like runs aggregation first on 32-bit F_in-wide rows: its traffic scales with F_in x edges, the main "
     "source of the large headline gap.",
-    "The degree-aware step is a slowdown where input features are dense (Amazon Computers: 35% of the 767 inputs "
-    "non-zero): a bit-serial engine spends one cycle per non-zero bit of each non-zero value, so it beats the FP32 "
-    "stand-in's one-cycle 32-bit MAC only through zero skipping (Cora and CiteSeer inputs are 1.3% and 0.9% "
-    "non-zero). MEGA's workloads (Cora, CiteSeer, PubMed, NELL, Reddit) have sparse inputs or narrow ones.",
     "Rows named <dataset>+metis renumber the nodes by METIS parts of ~256 nodes (--order metis), so the "
     "accelerator's consecutive-ID subgraphs follow a partition as in MEGA; other dataset rows use natural IDs.",
-    "Rows named *.qgraph are trained exports: learned degree-aware bits and the trained model's widths (GCN "
-    "F_in -> hidden -> classes with the preset's hidden: 16 on Cora/CiteSeer, 64 on Amazon Computers/Coauthor CS), "
-    "so their absolute numbers are not comparable with the 128-wide degree-rule rows.",
-    "Amazon Computers flips from a 0.63x slowdown (degree rule) to a 1.40x speedup (trained export) at the "
-    "degree-aware step: the degree rule gives its binary inputs 2 + log2(1 + in-degree) bits (about 7 at its "
-    "mean in-degree of 36), so each non-zero input costs several bit-serial cycles; the trained model stores the "
-    "0/1 inputs in 2 signed bits (1 cycle each) and learns ~5 signed bits for the hidden layer.",
-    "Coauthor CS has the largest degree-aware step (16.7x rule, 22.0x trained) for the opposite reason: 6805-wide "
-    "bag-of-words inputs, 0.9% non-zero, so layer-1 combination dominates the FP32 run (dense format, every MAC "
-    "paid) and the bitmap skips 99% of it. Its trained export against HyGCN-like (60.2x / 99.0x) is the row "
-    "closest to MEGA's headline (38.3x / 108.1x): HyGCN-like aggregates the 6805-wide 32-bit rows over every edge.",
+    "Rows named *.qgraph are trained exports: learned degree-aware bits and the trained model's widths (the GCN "
+    "preset's hidden width), so their absolute numbers are not comparable with the 128-wide degree-rule rows.",
     "Graphs with more subgraphs (tiles) than the 16 eID FIFOs need extra Condense-Edge passes that re-read XW; "
-    "they run one after another on the one re-read engine (they used to start together, over-booking it: the "
-    "degree-rule Coauthor CS row then read a 1.04x Condense-Edge speed-up, Amazon Computers 1.01x, where the "
-    "passes now cost 0.99x each; Cora and CiteSeer have fewer tiles than FIFOs and no extra pass).",
-    "Rows *_gin_*, *_gin16_* and *_sage_* are trained GIN (hidden activation quantized; gin16: without the hidden "
-    "quantizer, so its integer path carries that activation in 16-bit fixed point) and GraphSAGE exports "
-    "(degree-aware, 4-bit target; GIN 128 hidden / MLP width, GraphSAGE 64; the presets). Their golden models "
-    "aggregate the quantized input codes, so they run aggregation-first on every preset (hw/aggregate_first.py), "
-    "and MEGA's buffers are sized for combination-first: an F_in-wide row of 16-bit partial sums leaves room for 22 "
-    "(Cora, 1433 inputs) or 8 (CiteSeer, 3703) nodes per tile in half the 128 KiB aggregation buffer, and the first "
-    "layer's 4-bit weights (92 / 237 KB for GIN's 128-wide W1) exceed the 48 KiB weight buffer. They are re-read "
-    "once per batch of tiles whose matmul inputs fit the 96 KiB combination buffer together, and still make up most "
-    "of the DRAM bytes where the inputs are wide (CiteSeer GIN 16.4 of 23.6 MiB). HyGCN-like has 2 MiB of weight "
-    "buffer and 16 MiB of aggregation buffer; against it MEGA wins through bit-serial zero skipping where the "
-    "learned codes are narrow and sparse (GraphSAGE 1.85x / 2.17x, CiteSeer GIN 1.63x) and loses on Cora GIN (0.91x), "
-    "whose combination engine is busy 99 % of the time. The 16-bit hidden activation of a GIN trained without the "
-    "hidden quantizer doubles its cycles (Cora 318k -> 638k: each non-zero hidden value streams 16 bits). MEGA "
-    "reports GIN and GraphSAGE speedups; how its hardware maps them is not in our sources.",
+    "they run one after another on the one re-read engine.",
 ]
+
+
+def notes(res: dict) -> list[str]:
+    """The notes under the ablation table: the general ones, then those about particular rows, with every figure
+    read from ``res`` (a note whose rows are missing is left out)."""
+    rows = res.get("datasets", {})
+
+    def step(row: str, name: str, field: str = "speedup") -> float:
+        return rows[row]["steps"][name][field]
+
+    def cycles(row: str) -> float:
+        return rows[row]["runs"]["condense_edge"]["cycles"]
+
+    def have(*names: str) -> bool:
+        return all(n in rows for n in names)
+
+    out = list(GENERAL_NOTES)
+    amazon, amazon_x = "amazon-computers", "amazon-computers_gcn_degree-aware.qgraph"
+    if have(amazon, amazon_x):
+        out.append(f"Amazon Computers goes from {step(amazon, 'degree_aware_bitmap'):.2f}x (degree rule) to "
+                   f"{step(amazon_x, 'degree_aware_bitmap'):.2f}x (trained export) at the degree-aware step: its "
+                   f"inputs are dense, and the degree rule gives them 2 + log2(1 + in-degree) bits (mean in-degree "
+                   f"{rows[amazon]['num_edges'] / rows[amazon]['num_nodes']:.0f} here, self loops included), so "
+                   "each non-zero input costs several bit-serial cycles, where the trained model stores its 0/1 "
+                   "inputs in 2 signed bits (one cycle each). A bit-serial engine beats the FP32 stand-in's "
+                   "one-cycle 32-bit MAC only through zero skipping, which sparse bag-of-words inputs (Cora, "
+                   "CiteSeer, Coauthor CS) give and dense ones do not.")
+    cs, cs_x = "coauthor-cs", "coauthor-cs_gcn_degree-aware.qgraph"
+    if have(cs, cs_x):
+        out.append(f"Coauthor CS has the largest degree-aware step ({step(cs, 'degree_aware_bitmap'):.1f}x rule, "
+                   f"{step(cs_x, 'degree_aware_bitmap'):.1f}x trained) for the opposite reason: very wide, very "
+                   "sparse bag-of-words inputs, so layer-1 combination dominates the FP32 run (dense format, every "
+                   "MAC paid) and the bitmap skips nearly all of it. Its trained export against HyGCN-like "
+                   f"({step(cs_x, 'mega_vs_hygcn'):.1f}x / {step(cs_x, 'mega_vs_hygcn', 'dram_reduction'):.1f}x) "
+                   f"is the row closest to MEGA's headline ({PAPER['headline_vs_hygcn']['speedup']}x / "
+                   f"{PAPER['headline_vs_hygcn']['dram_reduction']}x): HyGCN-like aggregates the wide 32-bit rows "
+                   "over every edge.")
+    gin, gin16, sage = ("cora_gin_degree-aware.qgraph", "cora_gin16_degree-aware.qgraph",
+                        "cora_sage_degree-aware.qgraph")
+    cgin, csage = "citeseer_gin_degree-aware.qgraph", "citeseer_sage_degree-aware.qgraph"
+    if have(gin, gin16, sage, cgin, csage):
+        weights = rows[cgin]["runs"]["condense_edge"]["dram_by_kind"].get("weights", 0.0)
+        total = rows[cgin]["runs"]["condense_edge"]["dram_bytes"]
+        out.append("Rows *_gin_*, *_gin16_* and *_sage_* are trained GIN (hidden activation quantized; gin16: "
+                   "without the hidden quantizer, so its integer path carries that activation in 16-bit fixed "
+                   "point) and GraphSAGE exports (degree-aware, 4-bit target, the presets' widths). Their golden "
+                   "models aggregate the quantized input codes, so they run aggregation-first on every preset "
+                   "(hw/aggregate_first.py), and MEGA's buffers are sized for combination-first: an F_in-wide row "
+                   "of 16-bit partial sums leaves room for few nodes per tile in half the 128 KiB aggregation "
+                   "buffer, and GIN's first-layer weights exceed the 48 KiB weight buffer. They are re-read once per "
+                   "batch of tiles whose matmul inputs fit the 96 KiB combination buffer together, and still make "
+                   f"up most of the DRAM bytes where the inputs are wide (CiteSeer GIN {weights / 2**20:.1f} of "
+                   f"{total / 2**20:.1f} MiB). HyGCN-like has 2 MiB of weight buffer and 16 MiB of aggregation "
+                   "buffer; against it MEGA wins through bit-serial zero skipping where the learned codes are "
+                   f"narrow and sparse (GraphSAGE {step(sage, 'mega_vs_hygcn'):.2f}x / "
+                   f"{step(csage, 'mega_vs_hygcn'):.2f}x, CiteSeer GIN {step(cgin, 'mega_vs_hygcn'):.2f}x) and "
+                   f"loses on Cora GIN ({step(gin, 'mega_vs_hygcn'):.2f}x), whose combination engine is the "
+                   "bottleneck. The 16-bit hidden activation of a GIN trained without the hidden quantizer "
+                   f"multiplies its cycles by {cycles(gin16) / cycles(gin):.2f} on Cora (each non-zero hidden value "
+                   "streams 16 bits). MEGA reports GIN and GraphSAGE speedups; how its hardware maps them is not in "
+                   "our sources.")
+    return out
 
 
 def _workload(name: str, order: str = "natural") -> tuple[Workload, dict]:
@@ -97,7 +131,7 @@ def run(datasets: list[str], path: Path, command: str = "", order: str = "natura
     variants = ablation_variants()
     # An export is keyed by its file name (not its location); a METIS-ordered workload as "<name>+metis".
     keys = [Path(name).name if name.endswith(".qgraph") else workload_name(name, order) for name in datasets]
-    out = {"paper": PAPER, "notes": NOTES, "datasets": {}}
+    out = {"paper": PAPER, "datasets": {}}
     for name, entry_key in zip(datasets, keys, strict=True):
         t0 = time.perf_counter()
         wl, source = _workload(name, order)
