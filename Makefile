@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-all bench lint results clean-cache rtl-test rtl-test-all synth
+.PHONY: demo test test-all bench lint results readme clean-cache rtl-test rtl-test-all synth
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,9 @@ bench: $(STAMP)
 
 results: $(STAMP)
 	$(PY) benchmarks/make_results.py
+
+readme: $(STAMP)
+	$(PY) benchmarks/readme_examples.py
 
 rtl-test: $(STAMP)
 	$(PY) -m pytest -q tests/hw/rtl -m "not slow" --durations=10
