@@ -24,6 +24,8 @@ module layer_engine #(
     parameter MAX_FEATURES = 8,
     // Width of feature indices. Must be 1..10.
     parameter FEAT_BITS    = 3,
+    // Signed weight width (MEGA: 4; the quantized presets: 8). Must be 2..8 (checked by cpe / bse).
+    parameter W_BITS       = 4,
     // Aggregation partial-sum width (MEGA: 16). Must be 2..32.
     parameter PSUM_BITS    = 16,
     // Edge coefficient width. Must be 1..24.
@@ -41,7 +43,7 @@ module layer_engine #(
     input  wire [NODE_BITS:0]          num_nodes,
     input  wire                        w_we,
     input  wire [FEAT_BITS-1:0]        w_addr,
-    input  wire [LANES*4-1:0]          w_col,       // lane o = W[o, k], 4-bit signed
+    input  wire [LANES*W_BITS-1:0]     w_col,       // lane o = W[o, k], W_BITS-bit signed
     input  wire                        q_we,
     input  wire [NODE_BITS-1:0]        q_addr,
     input  wire [LANES*31-1:0]         q_mult,      // lane o = M[node, o]
@@ -95,7 +97,7 @@ module layer_engine #(
         end
     end
 
-    reg [LANES*4-1:0]   wmem [0:MAX_FEATURES-1];
+    reg [LANES*W_BITS-1:0] wmem [0:MAX_FEATURES-1];
     reg [LANES*31-1:0]  qmult [0:MAX_NODES-1];
     reg [LANES*6-1:0]   qshift [0:MAX_NODES-1];
     reg [LANES*4-1:0]   qbits [0:MAX_NODES-1];
@@ -130,7 +132,7 @@ module layer_engine #(
     wire                      c_valid, c_ready;
     wire [LANES*32-1:0]       c_acc;
     wire [NODE_BITS-1:0]      c_node;
-    cpe #(.LANES(LANES), .W_BITS(4), .ACC_BITS(32), .MAX_ROW_VALUES(MAX_FEATURES), .TAG_BITS(NODE_BITS)) u_cpe (
+    cpe #(.LANES(LANES), .W_BITS(W_BITS), .ACC_BITS(32), .MAX_ROW_VALUES(MAX_FEATURES), .TAG_BITS(NODE_BITS)) u_cpe (
         .clk(clk), .rst(rst),
         .s_valid(d_valid), .s_ready(d_ready), .s_code(d_code), .s_bits(d_bits), .s_w(wmem[d_feat]),
         .s_last(d_node_last), .s_tag(d_node),

@@ -47,7 +47,7 @@ async def load_constants(tb: TB, tile: Tile) -> None:
             dut.q_out_shift.value = pack_lanes(tile.out_shift[r], 6)
             dut.q_out_bits.value = int(tile.out_bits[r])
         if i < f:
-            dut.w_addr.value, dut.w_col.value = i, pack_lanes(tile.w_codes[:, i], 4)
+            dut.w_addr.value, dut.w_col.value = i, pack_lanes(tile.w_codes[:, i], tile.w_bits)
         await tb.cycles(1)
     dut.bm_we.value = dut.q_we.value = dut.w_we.value = 0
     dut.num_nodes.value = n

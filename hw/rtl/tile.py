@@ -39,7 +39,7 @@ class Tile:
     nodes: np.ndarray       # (n,) global node IDs, rows first
     x_codes: np.ndarray     # (n, F) int8
     x_bits: np.ndarray      # (n,)
-    w_codes: np.ndarray     # (L, F) int8, 4-bit
+    w_codes: np.ndarray     # (L, F) int8, w_bits-bit signed
     xw_mult: np.ndarray     # (n, L)
     xw_shift: np.ndarray    # (n, L)
     xw_bits: np.ndarray     # (n, L)
@@ -58,6 +58,7 @@ class Tile:
     out_en: bool
     psum_bits: int
     frac_bits: int
+    w_bits: int             # signed weight width (layer_engine's W_BITS)
     xw: np.ndarray          # (n, L) golden XW codes
     psum: np.ndarray        # (R, L) golden partial sums
     out: np.ndarray         # (R, L) golden layer output (next-layer codes or the 32-bit accumulator)
@@ -87,7 +88,8 @@ class Tile:
         n = max(int(max_nodes or 0), self.x_codes.shape[0], 2)
         f = max(self.x_codes.shape[1], 2)
         return {"LANES": self.w_codes.shape[0], "MAX_NODES": n, "NODE_BITS": max(1, math.ceil(math.log2(n))),
-                "MAX_FEATURES": f, "FEAT_BITS": max(1, math.ceil(math.log2(f))), "PSUM_BITS": self.psum_bits,
+                "MAX_FEATURES": f, "FEAT_BITS": max(1, math.ceil(math.log2(f))), "W_BITS": self.w_bits,
+                "PSUM_BITS": self.psum_bits,
                 "COEF_BITS": COEF_BITS, "FRAC_BITS": self.frac_bits}
 
     def save(self, path: Path) -> None:
@@ -99,7 +101,7 @@ class Tile:
             kw = {f.name: z[f.name] for f in fields(cls)}
         for name in ("agg_en", "relu_en", "out_en"):
             kw[name] = bool(kw[name])
-        for name in ("psum_bits", "frac_bits"):
+        for name in ("psum_bits", "frac_bits", "w_bits"):
             kw[name] = int(kw[name])
         return cls(**kw)
 
@@ -146,7 +148,8 @@ def cut_tile(layer: QuantizedGCNLayer, x_codes: np.ndarray, graph: tuple, rows) 
         out_shift=(_per_lane(k.out_shift, full) if has_out else zeros)[rows],
         out_bits=(np.asarray(layer.out_bits) if has_out else np.zeros(n_all, np.int64))[rows],
         agg_en=has_agg, relu_en=bool(layer.relu), out_en=has_out, psum_bits=int(layer.psum_bits),
-        frac_bits=int(layer.frac_bits), xw=trace["xw"][nodes], psum=trace["psum"][rows], out=trace["out"][rows])
+        frac_bits=int(layer.frac_bits), w_bits=max(int(layer.w_bits), 2), xw=trace["xw"][nodes],
+        psum=trace["psum"][rows], out=trace["out"][rows])
 
 
 def pick_rows(graph: tuple, max_nodes: int, max_rows: int, start: int = 0) -> np.ndarray:

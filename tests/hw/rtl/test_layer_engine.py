@@ -19,7 +19,7 @@ from quant.integer_gnn import gcn_graph
 
 TOP = "layer_engine"
 ICARUS_FAST = ("test_layer_engine_random",)
-MAX_NODES = 32  # one build shared by the random tiles and the Cora tile (LANES 7, 16 features, 32-bit psums)
+MAX_NODES = 32  # node memory of every build: the random tiles share one, the Cora tile (64 features, W_BITS 8) its own
 CONFIGS = [  # xw_scheme, q_aggregate, bias, relu, last layer
     ("node", False, True, True, False),
     ("channel", True, True, False, True),
@@ -106,7 +106,8 @@ def test_layer_engine_cora(sim, sim_exe, rtl_build_root, tmp_path, cora_export):
     tile = cut_tile(layer, x, graph, rows)
     np.testing.assert_array_equal(tile.psum, q[f"layer{li}.psum"][rows])
     np.testing.assert_array_equal(tile.out, q[f"layer{li}.out"][rows])
-    assert tile.parameters(MAX_NODES)["LANES"] == 7 and tile.x_codes.shape[1] == 16
+    params = tile.parameters(MAX_NODES)  # the quantized preset: hidden 64, 8-bit weights
+    assert (params["LANES"], params["MAX_FEATURES"], params["W_BITS"]) == (7, q.manifest["layers"][li]["in_dim"], 8)
     res = simulate_tile(tile, sim=sim, build_root=rtl_build_root, work_dir=tmp_path, max_nodes=MAX_NODES)
     check_tile(tile, res)
     assert res["cycles"] == tile.predicted_cycles()
