@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-all bench lint results readme clean-cache rtl-test rtl-test-all synth
+.PHONY: demo test test-repeat test-all bench lint results readme clean-cache rtl-test rtl-test-all synth
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,17 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q -m "not slow and not gpu" --durations=15
+
+# The multi-process tests (slow ones included: torchrun restart and resume) N times in a row, stopping at the first
+# failure: `make test-repeat N=20 THREADS=1` (THREADS sets OMP_NUM_THREADS; unset: torch's default).
+N ?= 20
+REPEAT_TESTS := tests/distributed tests/graphtransformer/test_parallel.py
+test-repeat: $(STAMP)
+	@for i in $$(seq 1 $(N)); do \
+	  echo "== test-repeat: run $$i of $(N)$(if $(THREADS), with OMP_NUM_THREADS=$(THREADS))"; \
+	  $(if $(THREADS),OMP_NUM_THREADS=$(THREADS)) $(PY) -m pytest -q -x $(REPEAT_TESTS) \
+	    || { echo "test-repeat: run $$i of $(N) failed"; exit 1; }; \
+	done; echo "test-repeat: $(N) of $(N) runs passed"
 
 test-all: $(STAMP)
 	$(PY) -m pytest -q --durations=25
