@@ -24,7 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 import numpy as np  # noqa: E402
 from _common import RESULTS, machine, save_json, train_and_export  # noqa: E402
 
-RECIPE = ("--dataset", "cora", "--model", "gcn", "--quant", "a2q", "--target-bits", "1.7", "--penalty-weight", "10",
+RECIPE = ("--fp32-preset", "--bits-control", "penalty",
+          "--dataset", "cora", "--model", "gcn", "--quant", "a2q", "--target-bits", "1.7", "--penalty-weight", "10",
           "--dropout", "0.35", "--hidden", "64")  # and --epochs (default 1000)
 METRICS = ("test_acc", "test_acc_integer", "avg_bits", "all_in_bytes", "cycles", "dram_bytes", "dram_weight_bytes",
            "energy_uj")

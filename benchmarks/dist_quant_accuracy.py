@@ -46,7 +46,7 @@ def single_process(args: argparse.Namespace, seed: int) -> dict:
     graph = load_dataset(args.dataset, split_seed=seed)
     mcfg, tcfg = model_and_train_config(graph, "gcn")
     tcfg = dataclasses.replace(tcfg, quant=args.quant, target_bits=args.target_bits, patience=0,
-                               epochs=args.epochs or tcfg.epochs)
+                               epochs=args.epochs or tcfg.epochs, bits_control="penalty")  # as distributed.runner
     seed_everything(seed)
     r = train_one(GNN(mcfg), graph, graph.splits[0], tcfg, seed=seed, progress=False)
     return {"test_acc": r.test_acc, "val_acc": r.val_acc, "best_epoch": r.best_epoch,

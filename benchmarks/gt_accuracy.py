@@ -200,7 +200,8 @@ def main() -> None:
     qcfg = None
     if args.quant != "none":
         cfg = replace(cfg, patience=args.epochs)
-        qcfg = QuantConfig(method=args.quant, target_bits=args.target_bits, penalty_weight=args.penalty_weight)
+        qcfg = QuantConfig(method=args.quant, target_bits=args.target_bits, penalty_weight=args.penalty_weight,
+                           bits_control="penalty")  # graphtransformer.train's setting
     suffix = "_cuda" if args.device == "cuda" else ""
     key = (f"gt_{args.attention}" + (f"_{args.quant}_t{args.target_bits:g}" if qcfg else "")
            + (f"_{args.row_suffix}" if args.row_suffix else "") + suffix)

@@ -67,6 +67,7 @@ def run_seed(graph, arch: str, method: str, target: float, seed: int, penalty_we
              gin_hidden: str = "quantized") -> dict:
     model_cfg, train_cfg = model_and_train_config(graph, arch)
     train_cfg = replace(train_cfg, quant=method, target_bits=target, penalty_weight=penalty_weight, device="cpu",
+                        bits_control="penalty",  # as its recorded cells trained (--penalty-weight)
                         quantize_mlp_hidden=arch == "gin" and gin_hidden == "quantized")
     seed_everything(seed)
     model = build_model(model_cfg)

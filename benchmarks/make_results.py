@@ -733,6 +733,26 @@ def render_quant_storage(res: dict) -> list[str]:
     return lines + ["", f"Machine: `{json.dumps(res.get('machine', {}), sort_keys=True)}`", ""]
 
 
+def render_quant_defaults(res: dict) -> list[str]:
+    lines = ["## Quantization defaults: the plain command against FP32 (validation-selected test accuracy, %)", "",
+             "File: `benchmarks/results/quant_defaults.json` (`python benchmarks/quant_defaults.py`). Each row is "
+             "what a user gets from the command shown, with the preset of `gnn/presets.py` and nothing else set, "
+             "against the plain FP32 command on the same seeds. " + res.get("note", "") + ".", "",
+             "| dataset | model | seeds | FP32 | quantized | avg bits (no sign) | gap (pt) | goal (pt) | met "
+             "| command |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    presets = {}
+    for c in sorted(res.get("cells", []), key=lambda c: (QUANT_GRID_NODE[0].index(c["dataset"])
+                                                         if c["dataset"] in QUANT_GRID_NODE[0] else 99, c["model"])):
+        q, f = c["quant"], c["fp32"]
+        lines.append(f"| {c['dataset']} | {c['model']} | {len(c['seeds'])} | {_pm(f['test_acc'])} | "
+                     f"{_pm(q['test_acc'])} | {q['avg_bits']['mean']:.2f} (target {c['target_bits']:g}) | "
+                     f"{c['gap_pt']:+.2f} | -{c['goal_gap_pt']:g} | {'yes' if c['met'] else '**no**'} | "
+                     f"`{c['command']}` |")
+        presets[q["preset"]] = True
+    return lines + ["", "Presets in force:", ""] + [f"- {p}" for p in presets] + [""]
+
+
 def render_teardown_race(res: dict) -> list[str]:
     lines = ["## Rank exit: runs with a dead rank, old exit pattern against `distributed.teardown`", "",
              "File: `benchmarks/results/teardown_race.json`, `" + res.get("command", "") + "`. Two gloo ranks leave "
@@ -758,7 +778,7 @@ RENDERERS = {"a2q_hw_cost": render_a2q_hw_cost, "hw_ablation": render_hw_ablatio
              "gt_max_nodes": render_gt_max_nodes, "integer_accuracy": render_integer_accuracy,
              "pack_speed": render_pack_speed, "export_fixed_point": render_export_fixed_point,
              "rtl_cells": render_rtl_cells, "rtl_sim": render_rtl_sim, "quant_storage": render_quant_storage,
-             "teardown_race": render_teardown_race}
+             "teardown_race": render_teardown_race, "quant_defaults": render_quant_defaults}
 
 
 def render_other(name: str, res: dict) -> list[str]:

@@ -50,7 +50,8 @@ class Runner:
 
     def __init__(self, graph, arch: str, method: str, target_bits: float, sparse: bool | None = None) -> None:
         model_cfg, train_cfg = model_and_train_config(graph, arch)
-        self.cfg = replace(train_cfg, quant=method, target_bits=target_bits, penalty_weight=25.0)
+        self.cfg = replace(train_cfg, quant=method, target_bits=target_bits, penalty_weight=25.0,
+                           bits_control="penalty")  # the recorded tables' step; the projection: quant_defaults
         torch.manual_seed(0)
         self.model = apply_quantization(build_model(model_cfg), graph, self.cfg)
         self.sparse = wants_sparse_input(self.model, graph) if sparse is None else sparse

@@ -45,7 +45,8 @@ def measure(dataset: str, model: str, method: str, target: float, work: Path) ->
     """Train seed 0 of one grid cell, export it; the export's measured storage figures."""
     name = f"{dataset}_{model}_{method}_{target:g}"
     out, metrics = train_and_export(["--dataset", dataset, "--model", model, "--quant", method, "--target-bits",
-                                     f"{target:g}", "--penalty-weight", f"{QUANT_GRID_PENALTY:g}", "--seeds", "1"],
+                                     f"{target:g}", "--penalty-weight", f"{QUANT_GRID_PENALTY:g}", "--seeds", "1",
+                                     "--fp32-preset", "--bits-control", "penalty"],
                                     work / name, work / f"{name}.qgraph")
     storage = metrics["storage"]
     return {"dataset": dataset, "model": model, "method": method, "target_bits": target, "seed": 0,

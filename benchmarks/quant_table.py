@@ -83,7 +83,9 @@ def run_cell(graph, arch: str, method: str, target: float, seeds: list[int], epo
     model_cfg = with_overrides(model_cfg, dropout=dropout, hidden_dim=hidden)
     train_cfg = with_overrides(train_cfg, epochs=epochs, weight_decay=weight_decay)
     fixed_bits = (fixed_bits or {}) if method in LEARNED else {}  # weight / XW bits of the learned-bit methods
+    # A2Q's penalty: the grid compares the methods as published (the preset's projection: quant_defaults.py)
     train_cfg = replace(train_cfg, quant=method, target_bits=target, penalty_weight=penalty_weight, device=device,
+                        bits_control="penalty",
                         fp32_warmup_epochs=0 if method == "none" else fp32_warmup, **fixed_bits)
     runs = []
     for seed, fold in run_jobs(graph, seeds, num_folds=len(seeds)):

@@ -251,7 +251,8 @@ def _train_rank(cfg: DistTrainConfig, log) -> dict:
 
         full_data = data.clone()
         full_data.x = x
-        quantize_(gnn, QuantConfig(method=cfg.quant, target_bits=cfg.target_bits), full_data)
+        # A2Q's penalty: the exact budget projection (quant.budget) needs every rank's bits and is not sharded yet
+        quantize_(gnn, QuantConfig(method=cfg.quant, target_bits=cfg.target_bits, bits_control="penalty"), full_data)
     sparse_input = sparse_input_pays(gnn, x) if cfg.sparse_input is None else cfg.sparse_input
     if sparse_input:
         x_own = x_own.to_sparse().coalesce()  # (N_o, F) COO: dropout and the first linear map cost O(nnz)

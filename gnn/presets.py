@@ -1,7 +1,10 @@
-"""Hyper-parameter presets per (dataset, architecture), as Python functions.
+"""Hyper-parameter presets per (dataset, architecture, quantization method), as Python functions.
 
-Values follow the papers whose numbers we compare against: Kipf & Welling (GCN, Planetoid), Velickovic et al.
-(GAT, Planetoid), Shchur et al. 2018 (Amazon / Coauthor protocol), Xu et al. 2019 (GIN, TU datasets).
+FP32 values follow the papers whose numbers we compare against: Kipf & Welling (GCN, Planetoid), Velickovic et al.
+(GAT, Planetoid), Shchur et al. 2018 (Amazon / Coauthor protocol), Xu et al. 2019 (GIN, TU datasets). Learned-bit
+quantization (a2q, degree-aware) on node tasks changes them as `learned_bits_recipe` says, the best recipe
+validated on the node datasets (benchmarks/quant_defaults.py, RESULTS.md "Quantization defaults"). Rules look at
+the data (input density, task), not at dataset names, except the Planetoid datasets' fixed epoch counts.
 """
 
 from __future__ import annotations
@@ -13,10 +16,62 @@ from gnn.models import ARCHS, ModelConfig
 from gnn.trainer import TrainConfig
 
 PLANETOID = ("cora", "citeseer")
+DENSE_INPUT_DENSITY = 0.1  # fraction of non-zero input features above which inputs count as dense
+LEARNED_BIT_METHODS = ("a2q", "degree-aware")
+QUANT_MIN_HIDDEN = 64  # hidden width of learned-bit node models, at least
+QUANT_FIXED_BITS = 8  # signed bits of weights and XW with learned feature bits
+XW_ARCHS = ("gcn", "gin")  # models with per-channel XW / input points that take xw_bits
 
 
-def model_and_train_config(graph: GraphData, arch: str) -> tuple[ModelConfig, TrainConfig]:
-    """The default configuration of ``arch`` on ``graph``."""
+def feature_density(graph: GraphData) -> float:
+    """Fraction of the node-feature matrix that is non-zero (sparse COO features count their stored values)."""
+    x = graph.data.x
+    if x is None or x.numel() == 0:
+        return 0.0
+    nonzero = int((x.coalesce().values() != 0).sum()) if x.is_sparse else int((x != 0).sum())
+    return nonzero / x.numel()
+
+
+def model_and_train_config(graph: GraphData, arch: str, quant: str = "none",
+                           recipe: bool = True) -> tuple[ModelConfig, TrainConfig]:
+    """The default configuration of ``arch`` on ``graph``, trained with quantization method ``quant``.
+    ``recipe=False``: the FP32 configuration for every method (how the quantization grid and A2Q's comparisons
+    train; with A2Q's penalty, ``bits_control="penalty"``, it reproduces them)."""
+    model, train = fp32_config(graph, arch)
+    if quant == "none":
+        return model, train
+    train = replace(train, quant=quant)
+    if recipe and quant in LEARNED_BIT_METHODS and graph.task == "node":
+        return learned_bits_recipe(arch, model, train)
+    return model, train  # Degree-Quant, and graph tasks (A2Q's penalty on the Nearest Neighbor pool): FP32 training
+
+
+def learned_bits_recipe(arch: str, model: ModelConfig, train: TrainConfig) -> tuple[ModelConfig, TrainConfig]:
+    """Learned bits (a2q, degree-aware) on a node task: 8-bit weights and XW (A2Q's code keeps them at 4, which
+    cost Cora GCN about half a point at 1.7 feature bits), hidden width at least 64 (low-bit features need more
+    channels), and the bits projected onto the target after every step (``bits_control="project"``,
+    quant/budget.py) instead of A2Q's penalty, which overshot the target by up to a bit."""
+    model = replace(model, hidden_dim=max(model.hidden_dim, QUANT_MIN_HIDDEN))
+    xw = {"xw_bits": QUANT_FIXED_BITS} if arch in XW_ARCHS else {}
+    return model, replace(train, weight_bits=QUANT_FIXED_BITS, bits_control="project", **xw)
+
+
+def describe(graph: GraphData, arch: str, quant: str = "none", recipe: bool = True) -> str:
+    """One line naming the preset in force and how it differs from the FP32 one, for logs and --help."""
+    fp32_model, fp32_train = fp32_config(graph, arch)
+    model, train = model_and_train_config(graph, arch, quant, recipe)
+    changed = [f"{k} {getattr(model, k)}" for k in ("hidden_dim", "dropout") if getattr(model, k) !=
+               getattr(fp32_model, k)]
+    changed += [f"{k} {getattr(train, k)}" for k in ("epochs", "lr", "weight_bits", "xw_bits", "bits_control")
+                if getattr(train, k) != getattr(fp32_train, k)]
+    base = (f"{arch} on {graph.name}: hidden {model.hidden_dim}, {model.num_layers} layers, dropout {model.dropout}, "
+            f"{train.epochs} epochs{f' (patience {train.patience})' if train.patience else ''}, lr {train.lr}, "
+            f"weight decay {train.weight_decay}")
+    return base + (f"; for {quant}: " + ", ".join(changed) if changed else "")
+
+
+def fp32_config(graph: GraphData, arch: str) -> tuple[ModelConfig, TrainConfig]:
+    """The FP32 configuration of ``arch`` on ``graph`` (the papers' settings)."""
     if arch not in ARCHS:
         raise ValueError(f"unknown model {arch!r}; valid: {', '.join(ARCHS)}")
     if graph.task == "topology":
@@ -47,10 +102,10 @@ def model_and_train_config(graph: GraphData, arch: str) -> tuple[ModelConfig, Tr
         model = ModelConfig(arch="gat", hidden_dim=8, heads=8, out_heads=1, dropout=0.6, attn_dropout=0.6, **dims)
         train = TrainConfig(epochs=500 if small else 300, lr=0.005, weight_decay=5e-4, patience=patience)
     elif arch == "sage":
-        # Amazon Computers: lr 0.005. Its raw binary rows hold 43 to 558 ones of 767, and at lr 0.01 SAGE's root
-        # weights diverged in the first epochs on 1 of 10 seeds (seed 8 stuck at chance: validation 16%, test 4.4%;
-        # at lr 0.005 validation 85.0%, and the 10-seed mean is 81.0 +- 1.5, benchmarks/results/fp32_accuracy.json).
-        lr = 0.005 if graph.name == "amazon-computers" else 0.01
+        # Dense inputs: lr 0.005. Amazon Computers' raw binary rows are about a third ones (43 to 558 of 767), and
+        # at lr 0.01 SAGE's root weights diverged in the first epochs on 1 of 10 seeds (stuck at chance); at 0.005
+        # every seed trains (benchmarks/results/fp32_accuracy.json). Bag-of-words inputs are ~1% non-zero.
+        lr = 0.005 if feature_density(graph) >= DENSE_INPUT_DENSITY else 0.01
         model = ModelConfig(arch="sage", hidden_dim=64, dropout=0.5, **dims)
         train = TrainConfig(epochs=200 if small else 300, lr=lr, weight_decay=5e-4, patience=patience)
     else:  # gin on node tasks; Planetoid: hidden 128 and dropout 0.8, chosen on validation accuracy (3 seeds)

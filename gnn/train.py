@@ -2,21 +2,26 @@
 
 Node tasks train one model per seed on the dataset's split; graph tasks (mutag, proteins) run stratified
 10-fold cross-validation. Model selection uses validation only. Prints a table and writes a run directory.
+
+Presets (gnn/presets.py; the first line of every run names the one in force, and any flag overrides it):
+FP32 follows each model's paper. Learned bits (--quant a2q / degree-aware) on node tasks also set 8-bit weights
+and XW, a hidden width of at least 64, and project the bits onto --target-bits after every step (quant/budget.py;
+--bits-control penalty restores A2Q's memory penalty). Degree-Quant and graph tasks train as FP32 does.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
+from gnn.cli import UsageError
 from gnn.data.loaders import load_dataset
 from gnn.data.registry import FEATURE_PREPROCESSING, DataError, load_registry
 from gnn.experiment import format_table, run_experiment
 from gnn.models import ARCHS, build_model
-from gnn.presets import model_and_train_config, with_overrides
+from gnn.presets import describe, model_and_train_config, with_overrides
 from gnn.trainer import QUANT_METHODS, apply_quantization
 
 
@@ -35,8 +40,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--dropout", type=float)
     p.add_argument("--quant", default="none", help=f"one of: {', '.join(QUANT_METHODS)}")
     p.add_argument("--target-bits", type=float, help="average feature bits for --quant a2q/degree-aware")
+    p.add_argument("--fp32-preset", action="store_true",
+                   help="with --quant: train with the FP32 model's preset (its hidden width, 4-bit weights and XW, "
+                        "bits as --bits-control says) instead of the learned-bits recipe; with --bits-control "
+                        "penalty it is how RESULTS.md's quantization grid trained")
+    p.add_argument("--bits-control", choices=("auto", "project", "penalty"),
+                   help="how learned bits meet --target-bits: project (node tasks: exact budget after every step), "
+                        "penalty (A2Q's memory penalty), auto (project on node tasks, penalty on graph tasks)")
     p.add_argument("--penalty-weight", type=float,
-                   help="weight a of the memory penalty a*relu(M - M_target)^2, M in KB (default 2.5, A2Q's)")
+                   help="with --bits-control penalty: weight a of A2Q's memory penalty a*relu(M - M_target)^2, M in "
+                        "KB (default 2.5, A2Q's)")
     p.add_argument("--fp32-warmup", type=int, default=0, metavar="EPOCHS",
                    help="with --quant: train FP32 this many epochs first, then quantize the trained model and train "
                         "--epochs more (quantization-aware fine-tuning)")
@@ -65,25 +78,31 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     if args.model not in ARCHS:
-        sys.exit(f"error: unknown model {args.model!r}; valid: {', '.join(ARCHS)}")
+        raise UsageError(f"unknown model {args.model!r}; valid: {', '.join(ARCHS)}")
     if args.quant not in QUANT_METHODS:
-        sys.exit(f"error: unknown quant {args.quant!r}; valid: {', '.join(QUANT_METHODS)}")
+        raise UsageError(f"unknown quant {args.quant!r}; valid: {', '.join(QUANT_METHODS)}")
     if args.resume and args.run_dir is None:
-        sys.exit("error: --resume needs --run-dir pointing at the run to continue")
+        raise UsageError("--resume needs --run-dir pointing at the run to continue")
     try:
         graph = load_dataset(args.dataset, data_root=args.data_root, split_seed=args.split_seed,
                              features=args.features)
-        model_cfg, train_cfg = model_and_train_config(graph, args.model)
+        recipe = not args.fp32_preset
+        model_cfg, train_cfg = model_and_train_config(graph, args.model, args.quant, recipe)
+        print(f"preset (gnn/presets.py): {describe(graph, args.model, args.quant, recipe)}", flush=True)
         model_cfg = with_overrides(model_cfg, hidden_dim=args.hidden, num_layers=args.layers, dropout=args.dropout)
         train_cfg = with_overrides(train_cfg, epochs=args.epochs, lr=args.lr, weight_decay=args.weight_decay,
-                                   quant=args.quant, target_bits=args.target_bits, device=args.device,
-                                   penalty_weight=args.penalty_weight, fp32_warmup_epochs=args.fp32_warmup or None,
+                                   target_bits=args.target_bits, device=args.device,
+                                   penalty_weight=args.penalty_weight, bits_control=args.bits_control,
+                                   fp32_warmup_epochs=args.fp32_warmup or None,
                                    quantize_mlp_hidden=args.quantize_mlp_hidden or None,
                                    weight_bits=args.weight_bits, xw_bits=args.xw_bits)
+        if args.penalty_weight is not None and graph.task == "node" and train_cfg.bits_control != "penalty":
+            raise ValueError("--penalty-weight sets A2Q's memory penalty, but this run projects the bits onto "
+                             "--target-bits (the preset); add --bits-control penalty to train with the penalty")
         if train_cfg.quant != "none":  # a quantization setting this model cannot take fails here, before any run
             apply_quantization(build_model(model_cfg), graph, train_cfg)
     except (DataError, ValueError) as e:
-        sys.exit(f"error: {e}")
+        raise UsageError(str(e)) from None
     run_dir = args.run_dir or Path("runs") / f"{graph.name}_{args.model}_{args.quant}_{time.strftime('%Y%m%d-%H%M%S')}"
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     out = run_experiment(graph, model_cfg, train_cfg, seeds, run_dir=run_dir, resume=args.resume,

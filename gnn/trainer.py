@@ -46,7 +46,9 @@ class TrainConfig:
             (a2q, degree-aware), model selection prefers epochs whose stored average bits meet the target:
             a model over budget is chosen only if no epoch meets it, and the result says so
             (``quant_summary["within_budget"]``).
-        penalty_weight: ``a`` of the memory penalty ``a * relu(M - M_target)^2`` (M in KB).
+        bits_control: how learned bits meet ``target_bits`` (``QuantConfig.bits_control``: auto, project,
+            penalty).
+        penalty_weight: ``a`` of the memory penalty ``a * relu(M - M_target)^2`` (M in KB), with the penalty.
         fp32_warmup_epochs: with ``quant``, first train the FP32 model this many epochs (same optimiser settings,
             no model selection), then quantize it (the quantizers calibrate on the trained model) and train
             ``epochs`` more: quantization-aware fine-tuning from a trained model instead of from scratch. 0: off.
@@ -69,6 +71,7 @@ class TrainConfig:
     batch_size: int = 32
     quant: str = "none"
     target_bits: float = 4.0
+    bits_control: str = "auto"
     penalty_weight: float = 2.5
     fp32_warmup_epochs: int = 0
     quantize_mlp_hidden: bool = False
@@ -270,13 +273,15 @@ def _make_optimizer(model: nn.Module, cfg: TrainConfig) -> tuple[torch.optim.Opt
     """Adam over the model parameters, plus the quantizer groups and penalty when quantized."""
     if cfg.quant == "none":
         return torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay), _zero_penalty
-    from quant.api import quant_param_groups, quant_penalty
+    from quant.api import attach_bit_budget, quant_param_groups, quant_penalty
 
     qgroups = quant_param_groups(model, model._quant_config, cfg.lr)
     qids = {id(p) for g in qgroups for p in g["params"]}
     base = [p for p in model.parameters() if id(p) not in qids]
     groups = [{"params": base, "lr": cfg.lr, "weight_decay": cfg.weight_decay}] + qgroups
-    return torch.optim.Adam(groups), quant_penalty
+    opt = torch.optim.Adam(groups)
+    attach_bit_budget(model, opt)  # the projected bits meet the target after every step
+    return opt, quant_penalty
 
 
 def _zero_penalty(model: nn.Module) -> Tensor | float:
@@ -290,6 +295,7 @@ def apply_quantization(model: nn.Module, graph: GraphData, cfg: TrainConfig) -> 
     from quant.api import QuantConfig, quantize_
 
     qcfg = QuantConfig(method=cfg.quant, target_bits=cfg.target_bits, penalty_weight=cfg.penalty_weight,
+                       bits_control=cfg.bits_control,
                        quantize_mlp_hidden=cfg.quantize_mlp_hidden, weight_bits=cfg.weight_bits,
                        xw_bits=cfg.xw_bits)
     quantize_(model, qcfg, graph.data if graph.task == "node" else None)

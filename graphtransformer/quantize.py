@@ -64,12 +64,13 @@ def quant_optimizer(qmodel: nn.Module, cfg, lr: float, weight_decay: float) -> t
                                                                                        Callable[[], Tensor]]:
     """AdamW over the model parameters plus the quantizer groups (own lrs, no weight decay), and the memory
     penalty ``() -> scalar`` to add to the loss (zero for Degree-Quant), as gnn/trainer.py does."""
-    from quant.api import quant_param_groups, quant_penalty
+    from quant.api import attach_bit_budget, quant_param_groups, quant_penalty
 
     qgroups = quant_param_groups(qmodel, cfg, lr)
     qids = {id(p) for g in qgroups for p in g["params"]}
     base = [p for p in qmodel.parameters() if id(p) not in qids]
     opt = torch.optim.AdamW([{"params": base, "lr": lr, "weight_decay": weight_decay}, *qgroups])
+    attach_bit_budget(qmodel, opt)  # with bits_control projecting (quant/budget.py); the penalty otherwise
     return opt, lambda: quant_penalty(qmodel)
 
 

@@ -193,7 +193,8 @@ def main() -> None:
         if args.quant != "none":
             from graphtransformer.quantize import train_quantized_seed
 
-            qcfg = QuantConfig(method=args.quant, target_bits=args.target_bits, penalty_weight=args.penalty_weight)
+            qcfg = QuantConfig(method=args.quant, target_bits=args.target_bits, penalty_weight=args.penalty_weight,
+                               bits_control="penalty")  # A2Q's penalty, as its RESULTS.md runs trained
             last = seed == args.seeds - 1
             records.append(train_quantized_seed(model, graph, pe, data, split, cfg, seed, qcfg,
                                                 export_to=args.export if last else None, dataset=args.dataset))

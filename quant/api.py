@@ -27,13 +27,14 @@ import torch
 from torch import Tensor, nn
 
 from quant.a2q import FEATURE_SCHEMES, A2QQuantizer
+from quant.budget import project_bits_, spread_model_ties_
 from quant.config import QuantConfig
 from quant.degree_quant import DQQuantizer
 from quant.graph_context import GraphContext, torch_bool_mask
 from quant.plan import plan_points
 from quant.quantizers import dq_protect_probability
 
-__all__ = ["QuantConfig", "quantize_", "quant_param_groups", "quant_penalty", "quant_summary"]
+__all__ = ["QuantConfig", "quantize_", "quant_param_groups", "quant_penalty", "attach_bit_budget", "quant_summary"]
 
 KB_BITS = 8 * 1024
 _CTX_ATTR = "_quant_context"
@@ -146,7 +147,39 @@ def quantize_(model: nn.Module, cfg: QuantConfig, data=None) -> nn.Module:
         with torch.no_grad():
             model(data.x.to(device), data.edge_index.to(device))
         model.train(was_training)
+    model._quant_projects = _projects(cfg, node_task)
+    if model._quant_projects:
+        spread_model_ties_(model)
     return model
+
+
+def _projects(cfg: QuantConfig, node_task: bool) -> bool:
+    """Whether the learned bits are held to the target by `quant.budget` projection (else A2Q's penalty)."""
+    if cfg.is_dq:
+        return False
+    if cfg.bits_control == "project" and not node_task:
+        raise ValueError("quantize_: bits_control='project' needs a node task (data given): a graph task's Nearest "
+                         "Neighbor pool has no fixed rows; use 'penalty' or 'auto'")
+    projects = cfg.bits_control == "project" or (cfg.bits_control == "auto" and node_task)
+    if projects and cfg.penalty_weight != QuantConfig.penalty_weight:
+        raise ValueError(f"quantize_: penalty_weight={cfg.penalty_weight} acts only with A2Q's penalty, but the bits "
+                         "of this node task are projected onto target_bits (bits_control='auto'); set "
+                         "bits_control='penalty' to train with the penalty")
+    return projects
+
+
+def enforce_bit_budget_(model: nn.Module) -> None:
+    """With projection, set the learned bits' stored average to the target (`quant.budget.project_bits_`);
+    otherwise nothing (the penalty acts through the loss). `attach_bit_budget` calls it after every step."""
+    if getattr(model, "_quant_projects", False):
+        project_bits_(model, model._quant_cfg.target_bits)
+
+
+def attach_bit_budget(model: nn.Module, opt: torch.optim.Optimizer) -> None:
+    """Make every ``opt.step()`` end with `enforce_bit_budget_(model)` (a no-op without projection), so that any
+    training loop over ``opt`` holds the budget."""
+    if getattr(model, "_quant_projects", False):
+        opt.register_step_post_hook(lambda *_: enforce_bit_budget_(model))
 
 
 SIGNED_MIN_USEFUL_BITS = 2  # a signed row of b = 1 bit has qmax = 2^0 - 1 = 0: it stores only zeros
@@ -218,6 +251,8 @@ def quant_penalty(model: nn.Module) -> Tensor:
     cfg: QuantConfig | None = getattr(model, "_quant_cfg", None)
     if cfg is None:
         raise ValueError("quant_penalty: model is not quantized; call quant.api.quantize_ first")
+    if getattr(model, "_quant_projects", False):  # the bits are projected onto the budget instead
+        return torch.zeros(())
     m, elems_kb = memory_kb(model, rounded=cfg.penalty_bits == "rounded")
     if cfg.is_dq or m is None or cfg.penalty_weight == 0:
         return torch.zeros(())

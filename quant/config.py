@@ -34,6 +34,7 @@ FIXED_BIT_FIELDS = ("weight_bits", "xw_bits", "attention_bits", "edge_bits")  # 
 NNS_RANGES = ("code", "paper")
 NNS_MODES = ("uniform", "degree")
 DEGREE_BUCKETS = ("linear", "log2")
+BITS_CONTROLS = ("auto", "project", "penalty")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,7 +46,12 @@ class QuantConfig:
             (MEGA-style: step and bits shared per in-degree bucket), ``"dq-int8"`` / ``"dq-int4"``
             (Degree-Quant uniform INT8 / INT4 with protective masking).
         target_bits: average feature bits per element (without the sign bit) that the memory penalty aims at.
-        penalty_weight: ``a`` in ``a * relu(M - M_target)^2`` with M in KB (A2Q's ``a_loss``).
+        bits_control: how the learned bits meet ``target_bits``. ``"project"``: after every optimiser step, one
+            common shift of all learned bitwidths sets the stored average to the largest achievable value not above
+            the target (`quant.budget`; node tasks). ``"penalty"``: A2Q's memory penalty (below). ``"auto"``:
+            project on node tasks, penalty on graph tasks (whose Nearest Neighbor pool has no fixed rows).
+        penalty_weight: ``a`` in ``a * relu(M - M_target)^2`` with M in KB (A2Q's ``a_loss``); with
+            ``bits_control="penalty"`` only.
         penalty_bits: which bits M counts. ``"rounded"`` (default): the bits actually stored, round(b) per node,
             with a straight-through gradient, so the penalty stays on until the *stored* average meets the target.
             ``"continuous"``: the raw float b, as A2Q's code does; with per-node bits clustered just under a
@@ -78,6 +84,7 @@ class QuantConfig:
 
     method: Literal["a2q", "degree-aware", "dq-int8", "dq-int4"]
     target_bits: float = 4.0
+    bits_control: Literal["auto", "project", "penalty"] = "auto"
     penalty_weight: float = 2.5
     penalty_bits: Literal["rounded", "continuous"] = "rounded"
     init_bits: int = 4
@@ -124,6 +131,11 @@ class QuantConfig:
         if not isinstance(t, int | float) or not math.isfinite(t) or not 0.0 <= t <= self.max_bits:
             raise ValueError(f"{name}: target_bits={t!r} is invalid; give the average feature bits without the "
                              f"sign bit, a number in [0, max_bits={self.max_bits}] (e.g. 4.0 or 1.7)")
+        if self.bits_control not in BITS_CONTROLS:
+            raise ValueError(f"{name}: bits_control={self.bits_control!r}; valid: {', '.join(BITS_CONTROLS)}")
+        if self.bits_control == "project" and self.penalty_weight != QuantConfig.penalty_weight:
+            raise ValueError(f"{name}: penalty_weight={self.penalty_weight} acts only with bits_control='penalty'; "
+                             "the projection meets target_bits without it")
         if self.penalty_bits not in ("rounded", "continuous"):
             raise ValueError(f"{name}: penalty_bits={self.penalty_bits!r}; valid: rounded, continuous")
         if self.penalty_weight < 0:

@@ -284,6 +284,7 @@ def load_trained(run_dir: Path | str, seed_dir: str | None = None, data_root: st
                          features=data.get("features"))
     model = build_model(ModelConfig(**config["model"]))
     quantize_(model, QuantConfig(method=train["quant"], target_bits=train["target_bits"],
+                                 bits_control=train.get("bits_control", "penalty"),  # runs before it: the penalty
                                  quantize_mlp_hidden=train.get("quantize_mlp_hidden", False),
                                  weight_bits=train.get("weight_bits", QuantConfig.weight_bits),
                                  xw_bits=train.get("xw_bits", QuantConfig.xw_bits)), graph.data)

@@ -18,21 +18,18 @@ from pathlib import Path
 import numpy as np
 
 DEFAULT_TARGET_BITS = 1.7
-# Memory-penalty weight of the demo: on Cora GCN at 1.7 bits, a = 25 gave the best accuracy among the weights
-# measured (benchmarks/results/quant_table.json: 78.55 at a = 25, 77.47 at a = 10, 71.75 at A2Q's a = 2.5).
-DEFAULT_PENALTY_WEIGHT = 25.0
 
 
 def step_quantize(ctx: dict) -> None:
     from gnn.data.loaders import load_dataset
     from gnn.experiment import format_table, run_experiment
-    from gnn.presets import model_and_train_config, with_overrides
+    from gnn.presets import describe, model_and_train_config, with_overrides
 
     graph = load_dataset(ctx["dataset"], data_root=ctx.get("data_root"))
-    model_cfg, train_cfg = model_and_train_config(graph, ctx["model"])
+    model_cfg, train_cfg = model_and_train_config(graph, ctx["model"], "a2q")  # the preset of gnn.train
+    print(f"   preset: {describe(graph, ctx['model'], 'a2q')}")
     target = ctx.get("target_bits") or DEFAULT_TARGET_BITS
-    train_cfg = with_overrides(train_cfg, epochs=ctx.get("epochs"), quant="a2q", target_bits=target,
-                               penalty_weight=ctx.get("penalty_weight") or DEFAULT_PENALTY_WEIGHT,
+    train_cfg = with_overrides(train_cfg, epochs=ctx.get("epochs"), target_bits=target,
                                quantize_mlp_hidden=True if ctx["model"] == "gin" else None)
     run_dir = Path(ctx["run_dir"]) / "a2q"
     out = run_experiment(graph, model_cfg, train_cfg, list(range(ctx["seeds"])), run_dir=run_dir,

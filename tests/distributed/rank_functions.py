@@ -7,7 +7,6 @@ import sys
 import torch
 import torch.distributed as dist
 
-
 HELD = []  # groups kept alive past destroy_process_group(), as FSDP2's DeviceMesh keeps its groups
 
 

@@ -30,7 +30,7 @@ from off_boundary import off_boundary, train_many_off_boundary
 from distributed.halo import ExchangeConfig
 from distributed.launch import spawn
 from distributed.quantized import dq_mask_generator
-from distributed.runner import DistTrainConfig, train_many
+from distributed.runner import DistTrainConfig
 from gnn.models import GNN, ModelConfig
 from quant.api import QuantConfig, quant_param_groups, quant_penalty, quantize_
 from quant.graph_context import torch_bool_mask
@@ -63,7 +63,7 @@ def _reference(cora, cfg: DistTrainConfig, steps: int, dtype: torch.dtype):
     d.x = d.x.to(dtype)
     model = GNN(ModelConfig(arch=cfg.arch, in_dim=cora.num_features, out_dim=cora.num_classes,
                             hidden_dim=cfg.hidden_dim, num_layers=cfg.num_layers, dropout=0.0))
-    qcfg = QuantConfig(method=cfg.quant, target_bits=cfg.target_bits)
+    qcfg = QuantConfig(method=cfg.quant, target_bits=cfg.target_bits, bits_control="penalty")  # as the runner
     quantize_(model, qcfg, d)
     if qcfg.is_dq:  # draw the protection mask from the same generator as the distributed run
         gen = dq_mask_generator(cfg.seed)

@@ -90,7 +90,8 @@ def test_quantized_model_differs_from_fp32_and_is_deterministic_in_eval():
 @pytest.mark.parametrize("penalty_bits", ["continuous", "rounded"])
 def test_memory_penalty_value(penalty_bits):
     data = small_graph()
-    cfg = QuantConfig(method="a2q", target_bits=2.0, penalty_weight=0.5, penalty_bits=penalty_bits)
+    cfg = QuantConfig(method="a2q", target_bits=2.0, penalty_weight=0.5, penalty_bits=penalty_bits,
+                      bits_control="penalty")
     model = quantize_(model_for("gcn", data), cfg, data)
     (q,) = [m for m in model.modules() if isinstance(m, A2QQuantizer) and m.learn_bits]
     assert q.unsigned and q.step.shape == (60, 1)  # layer-2 input, post-ReLU, per node
@@ -118,7 +119,8 @@ def test_rounded_penalty_sees_the_stored_bits():
     data = small_graph()
     pens = {}
     for mode in ("continuous", "rounded"):
-        model = quantize_(model_for("gcn", data), QuantConfig(method="a2q", target_bits=1.7, penalty_bits=mode), data)
+        model = quantize_(model_for("gcn", data), QuantConfig(method="a2q", target_bits=1.7, penalty_bits=mode,
+                                                               bits_control="penalty"), data)
         (q,) = [m for m in model.modules() if isinstance(m, A2QQuantizer) and m.learn_bits]
         with torch.no_grad():
             q.bits.fill_(2.65)
@@ -247,7 +249,7 @@ def test_short_cora_gcn_a2q_training_learns(cora):
     data, split = cora.data, cora.splits[0]
     torch.manual_seed(0)
     model = build_model(ModelConfig(arch="gcn", in_dim=cora.num_features, out_dim=cora.num_classes))
-    cfg = QuantConfig(method="a2q", target_bits=2.0)
+    cfg = QuantConfig(method="a2q", target_bits=2.0, bits_control="penalty")  # A2Q's own loop, as in its code
     quantize_(model, cfg, data)
     groups = quant_param_groups(model, cfg, 0.01)
     ids = {id(p) for g in groups for p in g["params"]}
