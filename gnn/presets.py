@@ -18,7 +18,7 @@ from gnn.trainer import TrainConfig
 PLANETOID = ("cora", "citeseer")
 DENSE_INPUT_DENSITY = 0.1  # fraction of non-zero input features above which inputs count as dense
 LEARNED_BIT_METHODS = ("a2q", "degree-aware")
-QUANT_MIN_HIDDEN = 64  # hidden width of learned-bit node models, at least
+QUANT_MIN_HIDDEN = 64  # hidden width of learned-bit node models (all heads together), at least
 QUANT_FIXED_BITS = 8  # signed bits of weights and XW with learned feature bits
 XW_ARCHS = ("gcn", "gin")  # models with per-channel XW / input points that take xw_bits
 
@@ -51,7 +51,8 @@ def learned_bits_recipe(arch: str, model: ModelConfig, train: TrainConfig) -> tu
     cost Cora GCN about half a point at 1.7 feature bits), hidden width at least 64 (low-bit features need more
     channels), and the bits projected onto the target after every step (``bits_control="project"``,
     quant/budget.py) instead of A2Q's penalty, which overshot the target by up to a bit."""
-    model = replace(model, hidden_dim=max(model.hidden_dim, QUANT_MIN_HIDDEN))
+    heads = model.heads if arch == "gat" else 1  # GAT's hidden_dim is per head
+    model = replace(model, hidden_dim=max(model.hidden_dim, -(-QUANT_MIN_HIDDEN // heads)))
     xw = {"xw_bits": QUANT_FIXED_BITS} if arch in XW_ARCHS else {}
     return model, replace(train, weight_bits=QUANT_FIXED_BITS, bits_control="project", **xw)
 

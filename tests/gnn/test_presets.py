@@ -40,6 +40,8 @@ def test_learned_bit_preset_on_node_tasks_only(cora):
     assert (fp32_model.hidden_dim, model.hidden_dim) == (16, 64)
     assert (train.quant, train.weight_bits, train.xw_bits, train.bits_control) == ("a2q", 8, 8, "project")
     assert train.epochs == fp32_train.epochs and model.dropout == fp32_model.dropout
+    gat_model = model_and_train_config(cora, "gat", "a2q")[0]
+    assert (gat_model.hidden_dim, gat_model.heads) == (8, 8)  # 64 channels over 8 heads already
     sage = model_and_train_config(cora, "sage", "degree-aware")[1]
     assert (sage.weight_bits, sage.xw_bits) == (8, 4)  # GraphSAGE has no per-channel XW point
     dq_model, dq_train = model_and_train_config(cora, "gcn", "dq-int4")
