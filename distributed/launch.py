@@ -29,18 +29,36 @@ from distributed.teardown import exit_process, finish_process_groups
 
 GRACE_S = 20.0  # how long the other ranks may take to notice a dead peer before they are killed
 STDERR_TAIL_LINES = 30
+STORE_TIMEOUT_S = 120
 
 
 def free_port() -> int:
+    """A port that was free a moment ago. Racy (another process may bind it before its user does): only for a
+    port inside a private network namespace, where no other test can take it; otherwise host a store on port 0
+    (`host_store`)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
+def host_store(world_size: int, host: str = "127.0.0.1") -> dist.TCPStore:
+    """A TCPStore bound by this process on a port the kernel picks (port 0) and held open while the ranks run,
+    so no concurrent job can take the port between choosing it and binding it (`free_port`'s race)."""
+    return dist.TCPStore(host, 0, world_size, is_master=True, wait_for_workers=False,
+                         timeout=timedelta(seconds=STORE_TIMEOUT_S))
+
+
 def init_group(rank: int, world_size: int, port: int, backend: str = "gloo", timeout_s: float = 120,
-               master_addr: str = "127.0.0.1") -> None:
+               master_addr: str = "127.0.0.1", store_hosted: bool = False) -> None:
+    """Join the gloo group at ``master_addr:port``. ``store_hosted``: the launcher already serves the store there
+    (`host_store`), every rank is a client; otherwise rank 0 binds it (env:// rendezvous)."""
+    timeout = timedelta(seconds=timeout_s)
+    if store_hosted:
+        store = dist.TCPStore(master_addr, port, world_size, is_master=False, timeout=timeout)
+        dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=timeout)
+        return
     os.environ.update(MASTER_ADDR=master_addr, MASTER_PORT=str(port))
-    dist.init_process_group(backend, rank=rank, world_size=world_size, timeout=timedelta(seconds=timeout_s))
+    dist.init_process_group(backend, rank=rank, world_size=world_size, timeout=timeout)
 
 
 class RankFailure(RuntimeError):
@@ -54,7 +72,7 @@ def _save(obj, path: Path) -> None:
 
 
 def _worker(rank: int, fn, world_size: int, port: int, out_dir: str, threads: int, args: tuple,
-            rank_setup=None, master_addr: str = "127.0.0.1") -> None:
+            rank_setup=None, master_addr: str = "127.0.0.1", store_hosted: bool = False) -> None:
     out = Path(out_dir)
     err = open(out / f"rank{rank}.stderr", "w")  # noqa: SIM115 - fd 2 keeps it open until os._exit
     os.dup2(err.fileno(), 2)  # C++ messages (std::terminate, gloo) land here too
@@ -63,7 +81,7 @@ def _worker(rank: int, fn, world_size: int, port: int, out_dir: str, threads: in
         torch.set_num_threads(threads)
         if rank_setup is not None:
             rank_setup(rank)
-        init_group(rank, world_size, port, master_addr=master_addr)
+        init_group(rank, world_size, port, master_addr=master_addr, store_hosted=store_hosted)
         result = fn(*args)
         _save({"ok": True, "result": result}, out / f"rank{rank}.pt")
         code = 0
@@ -97,10 +115,14 @@ def _report(world_size: int, codes: list[int], killed: set[int], out: Path) -> s
         lines.append(f"rank {r}: {_status(code, r in killed)}")
         blob = out / f"rank{r}.pt"
         if blob.exists():
-            saved = torch.load(blob, weights_only=False)
+            saved = torch.load(blob, weights_only=False)  # written by our own rank into our private temp dir
             if not saved["ok"]:
                 lines.append(saved["error"].rstrip())
-        tail = (out / f"rank{r}.stderr").read_text(errors="replace").splitlines()[-STDERR_TAIL_LINES:]
+        stderr = out / f"rank{r}.stderr"
+        if not stderr.exists():  # killed before it opened the file
+            lines.append(f"--- rank {r} has no stderr file: it died before opening it ---")
+            continue
+        tail = stderr.read_text(errors="replace").splitlines()[-STDERR_TAIL_LINES:]
         if tail:
             lines.append(f"--- rank {r} stderr (last {len(tail)} lines) ---")
             lines.extend(tail)
@@ -141,9 +163,12 @@ def spawn(fn, world_size: int, *args, threads: int = 1, rank_setup=None, master_
     ctx = mp.get_context("spawn")
     with tempfile.TemporaryDirectory() as out_dir:
         out = Path(out_dir)
-        port = free_port()
+        # Ranks in their own network namespaces (rank_setup) reach rank 0's address there, a port space no other
+        # job shares; everywhere else this process holds the store, so the port cannot be taken from under it.
+        store = None if rank_setup is not None else host_store(world_size, master_addr)
+        port = free_port() if store is None else store.port
         procs = [ctx.Process(target=_worker, args=(r, fn, world_size, port, out_dir, threads, args, rank_setup,
-                                                   master_addr)) for r in range(world_size)]
+                                                   master_addr, store is not None)) for r in range(world_size)]
         for p in procs:
             p.start()
         killed = _join(procs, timeout_s)
@@ -154,4 +179,5 @@ def spawn(fn, world_size: int, *args, threads: int = 1, rank_setup=None, master_
             text = (out / f"rank{r}.stderr").read_text(errors="replace")
             if text:
                 sys.stderr.write(text)
+        # Results are any picklable value, written by our own ranks into this private temp dir.
         return [torch.load(out / f"rank{r}.pt", weights_only=False)["result"] for r in range(world_size)]

@@ -104,6 +104,9 @@ def init_process_group(timeout: timedelta, backend: str = "gloo") -> None:
     """gloo group from the env:// variables. Under torchrun, the keys go under a per-attempt prefix of the agent's
     store: restarted workers otherwise read the dead attempt's gloo addresses and time out connecting (seen with
     torch 2.13 and ``--max-restarts``)."""
+    if "MASTER_ADDR" not in os.environ:  # plain `python -m distributed.train`: one rank, no port to race for
+        dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1, timeout=timeout)
+        return
     if "TORCHELASTIC_RESTART_COUNT" not in os.environ:
         dist.init_process_group(backend, timeout=timeout)
         return
@@ -121,9 +124,6 @@ def main(argv: list[str] | None = None) -> int:
         cfg = build_config(args, world_size)
     except ValueError as exc:
         raise SystemExit(f"error: {exc}") from None
-    if "MASTER_ADDR" not in os.environ:  # plain `python -m distributed.train`: a one-rank group
-        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ.get("MASTER_PORT", "29533"),
-                          RANK="0", WORLD_SIZE="1")
     backend = "gloo"
     if cfg.device == "cuda":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))

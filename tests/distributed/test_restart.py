@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from distributed.launch import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 EPOCHS, EVERY, CRASH = 8, 3, 7
@@ -25,7 +24,7 @@ def test_crash_restart_resumes_from_last_checkpoint(tmp_path):
     log, marker = tmp_path / "metrics.jsonl", tmp_path / "crashed"
     env = {**os.environ, "GNN_CACHE_DIR": str(tmp_path / "cache")}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--max-restarts", "1",
-           "--master-port", str(free_port()), "-m", "distributed.train", "--dataset", "cora", "--hidden", "16",
+           "--standalone", "-m", "distributed.train", "--dataset", "cora", "--hidden", "16",
            "--dropout", "0", "--epochs", str(EPOCHS), "--quant", "a2q", "--log-every", "1",
            "--checkpoint-dir", str(tmp_path / "ck"), "--checkpoint-every", str(EVERY), "--resume",
            "--metrics-log", str(log), "--crash-at-epoch", str(CRASH), "--crash-marker", str(marker),

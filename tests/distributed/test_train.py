@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from distributed.halo import ExchangeConfig
-from distributed.launch import free_port
 from distributed.runner import DistTrainConfig
 from distributed.train import build_config, parse_args
 
@@ -51,8 +50,8 @@ def test_device_flag(monkeypatch):
 
 def torchrun(args, tmp_path, nproc=2):
     env = {**os.environ, "GNN_CACHE_DIR": str(tmp_path / "cache")}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc), "--master-port",
-           str(free_port()), "-m", "distributed.train", "--dataset", "cora", "--hidden", "16", "--dropout", "0",
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc), "--standalone",
+           "-m", "distributed.train", "--dataset", "cora", "--hidden", "16", "--dropout", "0",
            "--log-every", "1", *args]
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
 
