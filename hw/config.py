@@ -8,6 +8,7 @@ MEGA (FP32 -> degree-aware bitmap -> + Adaptive-Package -> + Condense-Edge) are 
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -16,6 +17,11 @@ FEATURE_FORMATS = ("adaptive_package", "bitmap", "dense")
 ORDERS = ("combination_first", "aggregation_first")
 SOURCE_READS = ("condensed", "rows", "src_tiles")  # how aggregation fetches XW (or X) rows of its sources
 KIB = 1024
+
+
+class ConfigError(ValueError):
+    """An accelerator configuration (preset fields or a TOML file) is invalid; the message names the field."""
+
 
 # field -> provenance of the ``mega`` preset. "secondary" = transcribed by Mr-Xiao2021/HyGCN-... from arXiv
 # 2311.09775 (not checked against the paper PDF); "assumption" = chosen here; "HyGCN" = the HyGCN paper's value.
@@ -90,27 +96,27 @@ class AcceleratorConfig:
         positive = [f.name for f in fields(self) if f.type in ("int", "float") and f.name != "feature_bits_override"]
         for name in positive:
             if not getattr(self, name) > 0:
-                raise ValueError(f"AcceleratorConfig({self.name}): {name}={getattr(self, name)} must be > 0 "
-                                 f"(a zero {name} would stall the simulator forever)")
+                raise ConfigError(f"AcceleratorConfig({self.name}): {name}={getattr(self, name)} must be > 0 "
+                                  f"(a zero {name} would stall the simulator forever)")
         for name, value, valid in [("feature_format", self.feature_format, FEATURE_FORMATS),
                                    ("order", self.order, ORDERS), ("source_reads", self.source_reads, SOURCE_READS)]:
             if value not in valid:
-                raise ValueError(f"AcceleratorConfig: {name}={value!r} is unknown; valid: {valid}")
+                raise ConfigError(f"AcceleratorConfig: {name}={value!r} is unknown; valid: {valid}")
         if self.num_agg_units % self.agg_lanes:
-            raise ValueError(f"AcceleratorConfig: num_agg_units={self.num_agg_units} must be a multiple of "
-                             f"agg_lanes={self.agg_lanes}")
+            raise ConfigError(f"AcceleratorConfig: num_agg_units={self.num_agg_units} must be a multiple of "
+                              f"agg_lanes={self.agg_lanes}")
         if self.feature_bits_override not in (0, 8, 16, 32):
-            raise ValueError("AcceleratorConfig: feature_bits_override must be 0 (degree-aware) or 8/16/32")
+            raise ConfigError("AcceleratorConfig: feature_bits_override must be 0 (degree-aware) or 8/16/32")
         if self.condense_edge != (self.source_reads == "condensed"):
-            raise ValueError("AcceleratorConfig: condense_edge=True needs source_reads='condensed' and vice versa")
+            raise ConfigError("AcceleratorConfig: condense_edge=True needs source_reads='condensed' and vice versa")
         if self.dram_access_bytes & (self.dram_access_bytes - 1) or self.dram_row_bytes % self.dram_access_bytes:
-            raise ValueError("AcceleratorConfig: dram_access_bytes must be a power of two dividing dram_row_bytes")
+            raise ConfigError("AcceleratorConfig: dram_access_bytes must be a power of two dividing dram_row_bytes")
         smallest = min(self.input_buffer_kib, self.combination_buffer_kib, self.sparse_buffer_kib) * KIB
         if self.feature_format == "adaptive_package" and smallest < 24:
-            raise ValueError(f"AcceleratorConfig: a buffer of {smallest} B is smaller than one 192-bit (24 B) "
-                             "Adaptive-Package; give every feature buffer >= 1 KiB")
+            raise ConfigError(f"AcceleratorConfig: a buffer of {smallest} B is smaller than one 192-bit (24 B) "
+                              "Adaptive-Package; give every feature buffer >= 1 KiB")
         if min(self.input_buffer_kib, self.aggregation_buffer_kib) * KIB < self.dram_access_bytes:
-            raise ValueError("AcceleratorConfig: input/aggregation buffers must hold at least one DRAM access")
+            raise ConfigError("AcceleratorConfig: input/aggregation buffers must hold at least one DRAM access")
 
     @property
     def bytes_per_cycle(self) -> float:
@@ -174,19 +180,62 @@ def ablation_variants() -> dict[str, AcceleratorConfig]:
 
 def preset(name: str) -> AcceleratorConfig:
     if name not in PRESETS:
-        raise ValueError(f"unknown accelerator preset {name!r}; valid: {sorted(PRESETS)}")
+        raise ConfigError(f"unknown accelerator preset {name!r}; valid: {sorted(PRESETS)}")
     return PRESETS[name]()
 
 
 def load_config(path: str | Path, base: str = "mega") -> AcceleratorConfig:
-    """Preset ``base`` overridden by the keys of a TOML file (top level or an ``[accelerator]`` table)."""
-    with open(path, "rb") as fh:
-        data = tomllib.load(fh)
-    data = data.get("accelerator", data)
+    """Preset ``base`` overridden by the keys of a TOML file (top level or an ``[accelerator]`` table).
+
+    Every problem (unreadable or malformed file, unknown key, wrong type, invalid value) is a `ConfigError`
+    whose one-line message names the file and the field."""
+    data = _accelerator_table(path, _read_toml(path))
     base = data.pop("base", base)
-    known = {f.name for f in fields(AcceleratorConfig)} - {"sources"}
-    unknown = sorted(set(data) - known)
+    if not isinstance(base, str) or base not in PRESETS:
+        raise ConfigError(f"{path}: base = {base!r} is not a preset; valid: {sorted(PRESETS)}")
+    known = {f.name: f.type for f in fields(AcceleratorConfig) if f.name != "sources"}
+    unknown = sorted(set(data) - set(known))
     if unknown:
-        raise ValueError(f"{path}: unknown accelerator keys {unknown}; valid: {sorted(known)}")
+        raise ConfigError(f"{path}: unknown accelerator keys {unknown}; valid: {sorted(known)}")
+    values = {k: _typed(path, k, v, known[k]) for k, v in data.items()}
     cfg = preset(base)
-    return replace(cfg, **data, sources={**cfg.sources, **{k: f"user file {Path(path).name}" for k in data}})
+    try:
+        return replace(cfg, **values, sources={**cfg.sources, **{k: f"user file {Path(path).name}" for k in values}})
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from None
+
+
+def _read_toml(path: str | Path) -> dict:
+    """The parsed file; unreadable or malformed TOML is a `ConfigError` with the line and column."""
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except OSError as e:
+        raise ConfigError(f"cannot read accelerator config {path}: {e.strerror or e}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: malformed TOML: {e}") from None
+
+
+def _accelerator_table(path: str | Path, data: dict) -> dict:
+    """The ``[accelerator]`` table, or the top level when there is none (never both)."""
+    if "accelerator" not in data:
+        return data
+    table = data["accelerator"]
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: accelerator must be a table ([accelerator]), not {type(table).__name__}")
+    outside = sorted(set(data) - {"accelerator"})
+    if outside:
+        raise ConfigError(f"{path}: keys {outside} lie outside [accelerator]; move them into it")
+    return dict(table)
+
+
+def _typed(path: str | Path, key: str, value: object, annotation: str) -> object:
+    """``value`` checked against the field's annotation (ints are accepted for floats; booleans never count as
+    numbers); a mismatch is a `ConfigError` naming the field."""
+    if annotation == "float" and type(value) in (int, float) and math.isfinite(value):
+        return float(value)
+    expected = {"int": int, "bool": bool, "str": str}.get(annotation)
+    if expected is not None and type(value) is expected:
+        return value
+    want = "a finite number" if annotation == "float" else f"{'an' if annotation == 'int' else 'a'} {annotation}"
+    raise ConfigError(f"{path}: {key} = {value!r} must be {want}, not {type(value).__name__}")

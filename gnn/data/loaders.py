@@ -18,6 +18,7 @@ from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.utils import remove_self_loops, to_undirected
 
+from gnn.data.processed_cache import load_verified
 from gnn.data.registry import FEATURE_PREPROCESSING, DataError, DatasetEntry, ensure_raw, get_entry
 from gnn.data.splits import Split, fraction_split, mask_to_index, per_class_split, stratified_kfold
 
@@ -55,10 +56,20 @@ def _row_normalize(x: Tensor) -> Tensor:
     return x / s.clamp(min=1e-12)
 
 
+def _processed_dir(entry: DatasetEntry, family_root: Path) -> Path:
+    """Where PyG keeps the processed files of ``entry``: beside its raw folder (e.g. ``Planetoid/Cora/processed``)."""
+    return family_root.parent / Path(entry.raw_dir).parent / "processed"
+
+
+def _pyg(entry: DatasetEntry, family_root: Path, cls, *args, **kwargs):
+    """``cls(family_root, *args, **kwargs)`` on a processed cache verified against its SHA-256 record."""
+    return load_verified(_processed_dir(entry, family_root), lambda: cls(str(family_root), *args, **kwargs))
+
+
 def _planetoid(entry: DatasetEntry, root: Path) -> GraphData:
     from torch_geometric.datasets import Planetoid
 
-    ds = Planetoid(str(root), entry.name, split="public")
+    ds = _pyg(entry, root, Planetoid, entry.name, split="public")
     data = ds[0]
     split = Split(mask_to_index(data.train_mask), mask_to_index(data.val_mask), mask_to_index(data.test_mask))
     return GraphData(entry.key, "node", data, None, [split], ds.num_features, ds.num_classes)
@@ -68,7 +79,7 @@ def _shchur(entry: DatasetEntry, root: Path, split_seed: int) -> GraphData:
     from torch_geometric.datasets import Amazon, Coauthor
 
     cls = Amazon if entry.family == "Amazon" else Coauthor
-    ds = cls(str(root), entry.name)
+    ds = _pyg(entry, root, cls, entry.name)
     data = ds[0]
     split = per_class_split(data.y, 20, 30, seed=split_seed)
     return GraphData(entry.key, "node", data, None, [split], ds.num_features, ds.num_classes)
@@ -77,7 +88,7 @@ def _shchur(entry: DatasetEntry, root: Path, split_seed: int) -> GraphData:
 def _tudataset(entry: DatasetEntry, root: Path, split_seed: int) -> GraphData:
     from torch_geometric.datasets import TUDataset
 
-    ds = TUDataset(str(root), entry.name, use_node_attr=False)
+    ds = _pyg(entry, root, TUDataset, entry.name, use_node_attr=False)
     y = torch.cat([g.y for g in ds])  # (num_graphs,)
     folds = stratified_kfold(y, 10, seed=split_seed)
     return GraphData(entry.key, "graph", None, ds, folds, ds.num_features, ds.num_classes)
@@ -86,7 +97,7 @@ def _tudataset(entry: DatasetEntry, root: Path, split_seed: int) -> GraphData:
 def _linkx(entry: DatasetEntry, root: Path, split_seed: int) -> GraphData:
     from torch_geometric.datasets import LINKXDataset
 
-    ds = LINKXDataset(str(root), entry.name)
+    ds = _pyg(entry, root, LINKXDataset, entry.name)
     data = ds[0]
     split = fraction_split(data.y, 0.5, 0.25, seed=split_seed)
     num_classes = int(data.y.max()) + 1  # label -1 = unknown, never in a split

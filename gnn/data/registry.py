@@ -13,6 +13,7 @@ before PyG processes them. Nothing is ever written into a data root.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import os
@@ -60,17 +61,86 @@ class DatasetEntry:
     features: str = "raw"  # "raw" or "row-normalized" (each feature row divided by its sum)
 
 
-def load_registry(path: Path = REGISTRY_PATH) -> dict[str, DatasetEntry]:
-    """Parse the registry TOML into entries keyed by dataset name (lower-case, e.g. ``"cora"``)."""
-    with open(path, "rb") as f:
-        raw = tomllib.load(f)
-    entries = {}
-    for key, d in raw["datasets"].items():
-        entries[key] = DatasetEntry(key=key, urls=tuple(d.pop("urls")), **d)
-        if entries[key].features not in FEATURE_PREPROCESSING:
-            raise DataError(f"registry: dataset {key!r} has features = {entries[key].features!r}; "
-                            f"valid: {', '.join(FEATURE_PREPROCESSING)}")
-    return entries
+def load_registry(path: str | Path | None = None) -> dict[str, DatasetEntry]:
+    """Parse the registry TOML into entries keyed by dataset name (lower-case, e.g. ``"cora"``).
+
+    A file that cannot be read or parsed, or an entry with a missing, unknown or ill-typed field, raises a
+    one-line `DataError` naming the file, the entry and the field (or the line and column). ``path`` defaults to
+    `REGISTRY_PATH`, read at call time."""
+    path = Path(REGISTRY_PATH if path is None else path)
+    raw = _read_toml(path)
+    datasets = raw.get("datasets")
+    if not isinstance(datasets, dict) or not datasets:
+        raise DataError(f"{path}: no [datasets.<name>] tables; restore the file from git (`git checkout {path}`)")
+    return {key: _entry(path, key, d) for key, d in datasets.items()}
+
+
+def _read_toml(path: Path) -> dict:
+    """The parsed TOML file; an unreadable or malformed file is a `DataError` with the line and column."""
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except OSError as e:
+        raise DataError(f"cannot read the dataset registry {path}: {e.strerror or e}") from e
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise DataError(f"{path}: malformed TOML: {e}; fix that line or restore the file from git "
+                        f"(`git checkout {path}`)") from e
+
+
+# field -> (check, what it must be); fields of DatasetEntry with a default are optional.
+_FIELD_CHECKS = {
+    "urls": (lambda v: isinstance(v, list) and bool(v) and all(isinstance(u, str) for u in v),
+             "a non-empty list of strings"),
+    "counts": (lambda v: isinstance(v, dict) and all(type(n) is int for n in v.values()),
+               "a table of integers"),
+    "files": (lambda v: isinstance(v, dict) and bool(v) and all(_is_sha256(h) and _is_plain_name(n)
+                                                                for n, h in v.items()),
+              "a non-empty table of plain file name = 64-hex-digit SHA-256"),
+    "raw_dir": (lambda v: isinstance(v, str) and _is_relative_path(v), "a relative path without '..'"),
+    "features": (lambda v: v in FEATURE_PREPROCESSING, f"one of {', '.join(FEATURE_PREPROCESSING)}"),
+    "download": (lambda v: v in ("per_file", "zip", "single"), "one of per_file, zip, single"),
+}
+
+
+def _entry(path: Path, key: str, d: object) -> DatasetEntry:
+    """One validated `DatasetEntry` from the table ``[datasets.<key>]``."""
+    where = f"{path}: dataset {key!r}"
+    if not isinstance(d, dict):
+        raise DataError(f"{where} must be a table [datasets.{key}]")
+    known = {f.name: f for f in dataclasses.fields(DatasetEntry) if f.name != "key"}
+    unknown = sorted(set(d) - set(known))
+    if unknown:
+        raise DataError(f"{where} has unknown field(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}")
+    required = [n for n, f in known.items()
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    missing = [n for n in required if n not in d]
+    if missing:
+        raise DataError(f"{where} is missing field(s) {', '.join(missing)}")
+    for name, value in d.items():
+        check, what = _FIELD_CHECKS.get(name, (lambda v: isinstance(v, str), "a string"))
+        if not check(value):
+            raise DataError(f"{where}: field {name} = {_short(value)} must be {what}")
+    return DatasetEntry(key=key, **{**d, "urls": tuple(d["urls"])})
+
+
+def _short(value: object, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters, so that an error stays one readable line."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _is_sha256(digest: object) -> bool:
+    return isinstance(digest, str) and len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)
+
+
+def _is_plain_name(name: str) -> bool:
+    """A file name without a folder part, so that a registry cannot make us write outside the cache."""
+    return name not in ("", ".", "..") and "/" not in name and "\\" not in name
+
+
+def _is_relative_path(p: str) -> bool:
+    parts = Path(p).parts
+    return bool(parts) and not Path(p).is_absolute() and ".." not in parts
 
 
 def get_entry(name: str) -> DatasetEntry:

@@ -2,7 +2,7 @@ from dataclasses import replace
 
 import pytest
 
-from hw.config import SOURCES, AcceleratorConfig, ablation_variants, load_config, mega, preset
+from hw.config import SOURCES, AcceleratorConfig, ConfigError, ablation_variants, load_config, mega, preset
 
 
 def test_mega_defaults_match_transcription():
@@ -58,3 +58,44 @@ def test_shipped_example_config_loads():
 
     c = load_config(Path(hw.__file__).parent / "configs" / "mega_64B_access.toml")
     assert (c.name, c.dram_access_bytes, c.bytes_per_cycle) == ("mega", 64, 128.0)
+
+
+def test_config_error_is_a_value_error():
+    assert issubclass(ConfigError, ValueError)
+
+
+@pytest.mark.parametrize("text, match", [
+    ("[accelerator\nclock_ghz = 1.0\n", r"malformed TOML: .*\(at line 1, column \d+\)"),
+    ("clock_ghz = \n", r"malformed TOML: .*\(at line 1, column \d+\)"),
+    ("[accelerator]\nnum_agg_unit = 128\n", r"unknown accelerator keys \['num_agg_unit'\]"),
+    ("[accelerator]\nnum_agg_units = '256'\n", "num_agg_units = '256' must be an int, not str"),
+    ("[accelerator]\nnum_agg_units = 256.0\n", "num_agg_units = 256.0 must be an int, not float"),
+    ("[accelerator]\nnum_agg_units = true\n", "num_agg_units = True must be an int, not bool"),
+    ("[accelerator]\nclock_ghz = 'fast'\n", "clock_ghz = 'fast' must be a finite number"),
+    ("[accelerator]\nclock_ghz = nan\n", "clock_ghz = nan must be a finite number"),
+    ("[accelerator]\ncondense_edge = 1\n", "condense_edge = 1 must be a bool, not int"),
+    ("[accelerator]\norder = 2\n", "order = 2 must be a str, not int"),
+    ("[accelerator]\nnum_decoders = 0\n", "num_decoders=0 must be > 0"),
+    ("[accelerator]\ninput_buffer_kib = -4\n", "input_buffer_kib=-4 must be > 0"),
+    ("[accelerator]\nbase = 'awb-gcn'\n", "base = 'awb-gcn' is not a preset"),
+    ("accelerator = 3\n", "accelerator must be a table"),
+    ("clock_ghz = 2.0\n[accelerator]\nnum_decoders = 8\n", r"keys \['clock_ghz'\] lie outside \[accelerator\]"),
+])
+def test_bad_config_file_names_file_and_field(tmp_path, text, match):
+    f = tmp_path / "bad.toml"
+    f.write_text(text)
+    with pytest.raises(ConfigError, match=match) as e:
+        load_config(f)
+    assert str(e.value).startswith(f"{f}: ") and "\n" not in str(e.value)
+
+
+def test_unreadable_config_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read accelerator config .*absent.toml"):
+        load_config(tmp_path / "absent.toml")
+
+
+def test_integer_float_is_accepted_as_float(tmp_path):
+    f = tmp_path / "ok.toml"
+    f.write_text("dram_bandwidth_gbs = 128\n")
+    c = load_config(f)
+    assert c.dram_bandwidth_gbs == 128.0 and isinstance(c.dram_bandwidth_gbs, float)

@@ -28,7 +28,58 @@ def test_unknown_feature_preprocessing_is_rejected(tmp_path):
     bad = tmp_path / "registry.toml"
     text = registry.REGISTRY_PATH.read_text()
     bad.write_text(text.replace('features = "row-normalized"', 'features = "z-score"', 1))
-    with pytest.raises(DataError, match="features = 'z-score'; valid: raw, row-normalized"):
+    with pytest.raises(DataError, match="'cora': field features = 'z-score' must be one of raw, row-normalized"):
+        load_registry(bad)
+
+
+def _edited_registry(tmp_path, old: str, new: str):
+    """A copy of the registry with the first ``old`` replaced by ``new``; returns (path, 1-based line of the edit)."""
+    text = registry.REGISTRY_PATH.read_text()
+    assert old in text
+    bad = tmp_path / "registry.toml"
+    bad.write_text(text.replace(old, new, 1))
+    return bad, text[: text.index(old)].count("\n") + 1
+
+
+def test_malformed_registry_is_one_line_with_line_and_column(tmp_path, monkeypatch):
+    bad, line = _edited_registry(tmp_path, 'loader = "planetoid"', "loader = planetoid")
+    monkeypatch.setattr(registry, "REGISTRY_PATH", bad)
+    with pytest.raises(DataError) as e:
+        get_entry("cora")  # the path every entry point takes
+    msg = str(e.value)
+    assert str(bad) in msg and f"line {line}, column" in msg and "git checkout" in msg
+    assert "\n" not in msg
+
+
+def test_unreadable_registry_is_a_data_error(tmp_path):
+    with pytest.raises(DataError, match="cannot read the dataset registry"):
+        load_registry(tmp_path / "absent.toml")
+
+
+@pytest.mark.parametrize("old, new, match", [
+    ('task = "node"\n', "", r"'cora' is missing field\(s\) task"),
+    ('license = "MIT"', 'licence = "MIT"', r"'cora' has unknown field\(s\) licence"),
+    ('license = "MIT"', "license = 1", "'cora': field license = 1 must be a string"),
+    ("num_nodes = 2708", 'num_nodes = "2708"', "'cora': field counts = .* must be a table of integers"),
+    ('urls = ["https://github.com/kimiyoung/planetoid/raw/master/data"]',
+     'urls = "https://github.com/kimiyoung/planetoid/raw/master/data"', "'cora': field urls = .* must be a non-empty"),
+    ('"ind.cora.allx" = "9419', '"../ind.cora.allx" = "9419', "'cora': field files = .* plain file name"),
+    ('"ind.cora.allx" = "9419', '"ind.cora.allx" = "X419', "'cora': field files = .* 64-hex-digit SHA-256"),
+    ('raw_dir = "Planetoid/Cora/raw"', 'raw_dir = "../Cora/raw"', "'cora': field raw_dir = .* without '..'"),
+    ('download = "per_file"', 'download = "ftp"', "'cora': field download = 'ftp' must be one of"),
+])
+def test_ill_formed_entry_names_entry_and_field(tmp_path, old, new, match):
+    bad, _ = _edited_registry(tmp_path, old, new)
+    with pytest.raises(DataError, match=match):
+        load_registry(bad)
+
+
+@pytest.mark.parametrize("text, match", [("[datasets]\ncora = 1\n", "'cora' must be a table"),
+                                         ("title = 'x'\n", "no \\[datasets.<name>\\] tables")])
+def test_registry_without_dataset_tables(tmp_path, text, match):
+    bad = tmp_path / "registry.toml"
+    bad.write_text(text)
+    with pytest.raises(DataError, match=match):
         load_registry(bad)
 
 
