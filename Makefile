@@ -42,6 +42,8 @@ bench: $(STAMP)
 results: $(STAMP)
 	$(PY) benchmarks/make_results.py
 
+# Rerun every example whose output README.md and docs/*.md show (each file in its own temporary directory);
+# one file: `$(PY) benchmarks/readme_examples.py --file docs/hw.md`.
 readme: $(STAMP)
 	$(PY) benchmarks/readme_examples.py
 

@@ -53,7 +53,7 @@ from quant.config import QuantConfig  # noqa: E402
 # pairs (-0.20 to +0.80 pt; all-sparse 51.20 -> 79.60); the best,
 # degree_embedding=false,label_smoothing=0.1,input_dropout=0.9,epochs=300,patience=100 (validation 81.52, the highest
 # of every variant screened on CPU), is Cora's row gt_interleaved_selected (``--set``, ``--row-suffix selected``,
-# README). This base stays the configuration of the other datasets' rows and of the screen's ``base``.
+# docs/graphtransformer.md). This base stays the configuration of the other datasets' rows and of the screen's ``base``.
 GT_CONFIG = TrainConfig(attention="interleaved", num_layers=3, hidden_dim=64, num_heads=8, dropout=0.5,
                         input_dropout=0.8, sparse_residual=False, ffn_ratio=0, pe="none", max_degree=0, lr=5e-3,
                         weight_decay=5e-3, optimizer="adam", epochs=150, patience=40)

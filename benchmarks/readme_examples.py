@@ -1,6 +1,9 @@
-"""Regenerate the example outputs of a markdown file (default README.md), so that no output is typed by hand.
+"""Regenerate the example outputs of markdown files (README.md, docs/*.md), so that no output is typed by hand.
 
-    python benchmarks/readme_examples.py [--file docs/x.md] [--only SUBSTRING] [--check]
+    python benchmarks/readme_examples.py [--file docs/x.md ...] [--only SUBSTRING] [--check]
+
+``--file`` may repeat; without it the files are README.md and every ``docs/*.md`` (sorted), what ``make readme``
+regenerates and ``--check`` checks.
 
 An example is a marker line, directly followed by one fenced block with no language tag (or ``text``):
 
@@ -13,11 +16,14 @@ The marker is an HTML comment, invisible when the markdown is rendered, so the b
 the generated output is, for each `` && ``-joined part of the command, a line ``$ PART`` followed by that part's
 output (stdout and stderr together). ``&&`` is split literally, so do not put `` && `` inside quotes.
 
-Running: every example of the file runs in file order, in one fresh temporary working directory (later examples
-may use files that earlier ones wrote), through ``bash -c`` with ``PYTHONPATH`` = the repository root,
-``GNN_CACHE_DIR`` = its ``datasets/cache`` (datasets are not reprocessed), ``PATH`` led by this interpreter's
-folder (``python``, ``torchrun`` are the venv's), ``TERM=dumb``, ``PYTHONUNBUFFERED=1`` and no TTY (no progress
-bars). A command that exits non-zero stops the script (exit code 1) and leaves the file unchanged.
+Running: every example of a file runs in file order, in one fresh temporary working directory per file (later
+examples may use files that earlier ones of the same file wrote, never another file's: each file is self-contained,
+an example that needs an earlier output makes it first, joined with `` && ``), through ``bash -c`` with
+``PYTHONPATH`` = the repository root, ``GNN_CACHE_DIR`` = its ``datasets/cache`` (datasets are not reprocessed),
+``PATH`` led by this interpreter's folder (``python``, ``torchrun`` are the venv's), ``TERM=dumb``,
+``PYTHONUNBUFFERED=1`` and no TTY (no progress bars). The files run one after the other, each written as soon as
+its examples are done. A command that exits non-zero stops the script (exit code 1) and leaves its file (and the
+files not reached yet) unchanged.
 ``--only SUBSTRING`` runs only the examples whose command contains SUBSTRING: use it for examples that stand
 alone, since the ones they may depend on do not run.
 
@@ -26,8 +32,9 @@ removed, so paths are relative and no path of this machine reaches the file; Pyt
 (``file:line: SomethingWarning: ...``) are dropped with their following indented source line; trailing whitespace
 is stripped from every line, and leading / trailing blank lines from the whole output.
 
-``--check`` runs nothing: it lists every plain (untagged or ``text``) fenced block without a marker and exits 1
-if there is one. Code blocks (```bash, ```python, ...) are things to type and need no marker.
+``--check`` runs nothing: it lists every plain (untagged or ``text``) fenced block without a marker, in every file,
+and exits 1 if there is one (or a marker without its block). Code blocks (```bash, ```python, ...) are things to
+type and need no marker.
 """
 
 from __future__ import annotations
@@ -140,42 +147,67 @@ def run_example(ex: Example, workdir: Path) -> tuple[int, str]:
     return proc.returncode, proc.stdout
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--file", type=Path, default=REPO_ROOT / "README.md", help="markdown file (default: README.md)")
-    p.add_argument("--only", metavar="SUBSTRING", help="run only the examples whose command contains SUBSTRING")
-    p.add_argument("--check", action="store_true", help="run nothing; fail if a plain output block has no marker")
-    args = p.parse_args(argv)
-    if not args.file.is_file():
-        p.error(f"--file {args.file}: no such file")
-    text = args.file.read_text(encoding="utf-8")
-    try:
-        examples = find_examples(text)
-        unmarked = unmarked_blocks(text)
-    except ValueError as e:
-        print(f"error: {args.file}: {e}", file=sys.stderr)
-        return 1
-    if args.check:
-        for line in unmarked:
-            print(f"{args.file}:{line}: plain fenced block without an example-output marker above it")
-        return 1 if unmarked else 0
-    chosen = [ex for ex in examples if args.only is None or args.only in ex.command]
+def default_files() -> list[Path]:
+    """README.md and every docs/*.md of the repository, sorted: the files ``make readme`` regenerates."""
+    return [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
+
+
+def regenerate(path: Path, only: str | None) -> int:
+    """Run the chosen examples of one file in a fresh temporary directory and write their outputs; 0 or 1."""
+    text = path.read_text(encoding="utf-8")
+    chosen = [ex for ex in find_examples(text) if only is None or only in ex.command]
+    if not chosen:
+        return 0
     outputs: dict[Example, str] = {}
     with tempfile.TemporaryDirectory(prefix="readme_examples_") as tmp:
         paths = [tmp, str(Path(tmp).resolve()), str(REPO_ROOT)]
         for n, ex in enumerate(chosen, 1):
-            print(f"[{n}/{len(chosen)}] line {ex.line}: {ex.command}", file=sys.stderr, flush=True)
+            print(f"[{n}/{len(chosen)}] {path}:{ex.line}: {ex.command}", file=sys.stderr, flush=True)
             t0 = time.perf_counter()
             code, raw = run_example(ex, Path(tmp))
             if code != 0:
                 print("\n".join(normalise(raw, paths).splitlines()[-20:]), file=sys.stderr)
-                print(f"error: example at {args.file}:{ex.line} ({ex.command}) exited with code {code}; "
-                      f"{args.file} left unchanged", file=sys.stderr)
+                print(f"error: example at {path}:{ex.line} ({ex.command}) exited with code {code}; "
+                      f"{path} left unchanged", file=sys.stderr)
                 return 1
             outputs[ex] = normalise(raw, paths)
             print(f"    done in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
-    args.file.write_text(replace_outputs(text, outputs), encoding="utf-8")
-    print(f"{args.file}: {len(outputs)} example output(s) regenerated", file=sys.stderr)
+    path.write_text(replace_outputs(text, outputs), encoding="utf-8")
+    print(f"{path}: {len(outputs)} example output(s) regenerated", file=sys.stderr)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--file", type=Path, action="append",
+                   help="markdown file; repeat for several (default: README.md and docs/*.md)")
+    p.add_argument("--only", metavar="SUBSTRING", help="run only the examples whose command contains SUBSTRING")
+    p.add_argument("--check", action="store_true", help="run nothing; fail if a plain output block has no marker")
+    args = p.parse_args(argv)
+    files = args.file or default_files()
+    for path in files:
+        if not path.is_file():
+            p.error(f"--file {path}: no such file")
+    # Parse every file before running anything, so that a malformed one fails at once.
+    failed = False
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        try:
+            find_examples(text)
+            unmarked = unmarked_blocks(text)
+        except ValueError as e:
+            print(f"error: {path}: {e}", file=sys.stderr)
+            failed = True
+            continue
+        if args.check:
+            for line in unmarked:
+                print(f"{path}:{line}: plain fenced block without an example-output marker above it")
+            failed = failed or bool(unmarked)
+    if args.check or failed:
+        return 1 if failed else 0
+    for path in files:
+        if regenerate(path, args.only):
+            return 1
     return 0
 
 

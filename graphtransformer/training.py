@@ -37,9 +37,9 @@ PE_CHOICES = ("laplacian", "random-walk", "none")
 class TrainConfig:
     """Defaults = ``benchmarks/gt_accuracy.GT_CONFIG``, selected on Cora's validation accuracy and the configuration
     of the recorded Amazon / Coauthor rows. A later screen found a configuration with higher Cora validation
-    (``degree_embedding=False, label_smoothing=0.1, input_dropout=0.9, epochs=300, patience=100``: README,
-    ``gt_accuracy.py --set``); the defaults stay so that the recorded rows and the screen's base reproduce. Prefer
-    ``degree_embedding=False`` with ``max_degree=0`` (see that field)."""
+    (``degree_embedding=False, label_smoothing=0.1, input_dropout=0.9, epochs=300, patience=100``:
+    docs/graphtransformer.md, ``gt_accuracy.py --set``); the defaults stay so that the recorded rows and the screen's
+    base reproduce. Prefer ``degree_embedding=False`` with ``max_degree=0`` (see that field)."""
 
     attention: str = "interleaved"
     layer_kinds: tuple[str, ...] = ()  # explicit per-layer kinds, e.g. ("sparse", "dense", "sparse"); overrides

@@ -1,6 +1,11 @@
-"""benchmarks/readme_examples.py: marker parsing, block replacement, a trivial end-to-end run, the README guard."""
+"""benchmarks/readme_examples.py: marker parsing, block replacement, a trivial end-to-end run, the README guard.
+
+Also the documentation's shape: README.md stays one page and every relative link of README.md and docs/*.md
+points at a file (and heading) that exists.
+"""
 
 import importlib.util
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -100,9 +105,96 @@ def test_check_flags_unmarked_plain_blocks(tmp_path):
     assert _run("--check", "--file", str(doc)).returncode == 0
 
 
+def test_several_files_each_in_its_own_directory(tmp_path):
+    first, second = tmp_path / "a.md", tmp_path / "b.md"
+    first.write_text("<!-- example-output: echo one > x.txt && cat x.txt -->\n```\nstale\n```\n")
+    second.write_text("<!-- example-output: ls -->\n```\nstale\n```\n")
+    proc = _run("--file", str(first), "--file", str(second))
+    assert proc.returncode == 0, proc.stderr
+    assert first.read_text() == "<!-- example-output: echo one > x.txt && cat x.txt -->\n```\n" \
+        "$ echo one > x.txt\n$ cat x.txt\none\n```\n"
+    assert second.read_text() == "<!-- example-output: ls -->\n```\n$ ls\n```\n"  # a.md's x.txt is not there
+
+
+def test_failure_in_a_later_file_keeps_the_earlier_one_written(tmp_path):
+    first, second = tmp_path / "a.md", tmp_path / "b.md"
+    first.write_text("<!-- example-output: echo ok -->\n```\nstale\n```\n")
+    second.write_text("<!-- example-output: exit 4 -->\n```\nstale\n```\n")
+    proc = _run("--file", str(first), "--file", str(second))
+    assert proc.returncode == 1
+    assert f"{second}:1" in proc.stderr and "exited with code 4" in proc.stderr
+    assert first.read_text() == "<!-- example-output: echo ok -->\n```\n$ echo ok\nok\n```\n"
+    assert second.read_text() == "<!-- example-output: exit 4 -->\n```\nstale\n```\n"
+
+
+def test_check_covers_every_file(tmp_path):
+    good, bad = tmp_path / "good.md", tmp_path / "bad.md"
+    good.write_text("<!-- example-output: echo ok -->\n```\nok\n```\n")
+    bad.write_text("Text.\n\n```\ntyped output\n```\n")
+    proc = _run("--check", "--file", str(good), "--file", str(bad))
+    assert proc.returncode == 1
+    assert proc.stdout.splitlines() == [f"{bad}:3: plain fenced block without an example-output marker above it"]
+
+
+def test_default_files_are_the_readme_and_every_docs_page():
+    files = rx.default_files()
+    docs = sorted((REPO_ROOT / "docs").glob("*.md"))
+    assert docs, "docs/*.md is missing"
+    assert files == [REPO_ROOT / "README.md", *docs]
+
+
 def test_readme_has_no_typed_output():
+    """--check with no --file covers README.md and every docs/*.md."""
     proc = _run("--check")
-    assert proc.returncode == 0, proc.stdout
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+README_MAX_LINES = 250
+
+
+def test_readme_is_one_page():
+    lines = (REPO_ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= README_MAX_LINES, (
+        f"README.md has {len(lines)} lines (at most {README_MAX_LINES}): move the depth to docs/")
+
+
+LINK = re.compile(r"\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation but ``-`` and ``_`` dropped, spaces to ``-``."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _prose(text: str) -> list[str]:
+    """The lines of a markdown text outside fenced blocks."""
+    lines = text.splitlines()
+    inside = {j for start, end, _ in rx._fences(lines) for j in range(start, end + 1)}
+    return [line for i, line in enumerate(lines) if i not in inside]
+
+
+def _anchors(path: Path) -> set[str]:
+    return {_slug(line.lstrip("#")) for line in _prose(path.read_text(encoding="utf-8")) if re.match(r"#{1,6} ", line)}
+
+
+def test_relative_links_point_at_existing_files():
+    broken = []
+    for doc in rx.default_files():
+        for line in _prose(doc.read_text(encoding="utf-8")):
+            for target in LINK.findall(line):
+                if SCHEME.match(target):
+                    continue  # http:, https:, mailto: ...
+                file_part, _, anchor = target.partition("#")
+                dest = (doc.parent / file_part).resolve() if file_part else doc
+                where = f"{doc.relative_to(REPO_ROOT)}: ({target})"
+                if not dest.is_relative_to(REPO_ROOT):
+                    broken.append(f"{where} leaves the repository")
+                elif not dest.exists():
+                    broken.append(f"{where} names no file")
+                elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
+                    broken.append(f"{where} names no heading of {dest.relative_to(REPO_ROOT)}")
+    assert not broken, "\n".join(broken)
 
 
 def test_bad_argument_exits_2():
