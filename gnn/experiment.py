@@ -5,6 +5,10 @@ Writes a run directory::
     <run_dir>/config.json            dataset, model and training configuration
     <run_dir>/seed<S>_fold<K>/       metrics.jsonl, best.pt, last.pt, result.json per seed or fold
     <run_dir>/results.json           per-seed results and the mean +- std summary
+    <run_dir>/.lock                  flock'ed while a process writes the run (gnn/rundir.py)
+
+A directory that already holds a run is refused unless ``resume`` (same configuration, checked field by field)
+or ``overwrite`` (the old run's files are deleted first).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from pathlib import Path
 from gnn.data.loaders import GraphData
 from gnn.models import ModelConfig, build_model
 from gnn.progress import seed_line
+from gnn.rundir import open_run_dir, write_json
 from gnn.trainer import SeedResult, TrainConfig, seed_everything, summarize, train_one
 
 
@@ -31,16 +36,32 @@ def run_jobs(graph: GraphData, seeds: list[int], num_folds: int | None = None) -
     return [(seeds[0] + fold, fold) for fold in range(k)]
 
 
+def run_config(graph: GraphData, model_cfg: ModelConfig, train_cfg: TrainConfig, seeds: list[int]) -> dict:
+    """What config.json records: dataset (with its features and split seed), model and training settings, seeds."""
+    data = {k: graph.info[k] for k in ("features", "split_seed") if k in graph.info}
+    return {"dataset": graph.name, "task": graph.task, "data": data, "model": asdict(model_cfg),
+            "train": asdict(train_cfg), "seeds": list(seeds)}
+
+
 def run_experiment(graph: GraphData, model_cfg: ModelConfig, train_cfg: TrainConfig, seeds: list[int],
-                   run_dir: Path | None = None, resume: bool = False, progress: bool = True) -> dict:
-    """Train one model per seed (node tasks) or per fold, with seed ``seeds[0] + fold`` (graph tasks)."""
+                   run_dir: Path | None = None, resume: bool = False, progress: bool = True,
+                   overwrite: bool = False) -> dict:
+    """Train one model per seed (node tasks) or per fold, with seed ``seeds[0] + fold`` (graph tasks).
+
+    ``run_dir`` is locked for the duration; gnn.rundir.RunDirError says why it cannot be used as asked."""
+    if not seeds:
+        raise ValueError("run_experiment: no seeds; give at least one")
     jobs = run_jobs(graph, seeds)
-    if run_dir:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        data = {k: graph.info[k] for k in ("features", "split_seed") if k in graph.info}
-        config = {"dataset": graph.name, "task": graph.task, "data": data, "model": asdict(model_cfg),
-                  "train": asdict(train_cfg), "seeds": seeds}
-        (run_dir / "config.json").write_text(json.dumps(config, indent=2))
+    if not run_dir:
+        return _run_jobs(graph, model_cfg, train_cfg, jobs, None, resume, progress)
+    config = run_config(graph, model_cfg, train_cfg, seeds)
+    with open_run_dir(Path(run_dir), config, resume=resume, overwrite=overwrite):
+        return _run_jobs(graph, model_cfg, train_cfg, jobs, Path(run_dir), resume, progress)
+
+
+def _run_jobs(graph: GraphData, model_cfg: ModelConfig, train_cfg: TrainConfig, jobs: list[tuple[int, int]],
+              run_dir: Path | None, resume: bool, progress: bool) -> dict:
+    """Train every (seed, fold) job (a finished one is read back when resuming) and write results.json."""
     results: list[SeedResult] = []
     for seed, fold in jobs:
         sub = run_dir / f"seed{seed}_fold{fold}" if run_dir else None
@@ -60,7 +81,7 @@ def run_experiment(graph: GraphData, model_cfg: ModelConfig, train_cfg: TrainCon
     out = {"dataset": graph.name, "model": model_cfg.arch, "quant": train_cfg.quant,
            "per_run": [asdict(r) for r in results], "summary": summarize(results)}
     if run_dir:
-        (run_dir / "results.json").write_text(json.dumps(out, indent=2))
+        write_json(run_dir / "results.json", out)
     return out
 
 

@@ -13,9 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from gnn.cli import UsageError
 from gnn.data.loaders import load_dataset
 from gnn.experiment import format_table, run_experiment
 from gnn.presets import model_and_train_config, with_overrides
+from gnn.rundir import RunDirError
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,10 @@ def main(argv: list[str] | None = None) -> dict:
     for step in STEPS:
         if step.name in wanted:
             print(f"== step {step.name}: {step.description}")
-            step.run(ctx)
+            try:
+                step.run(ctx)
+            except RunDirError as e:  # e.g. a --run-dir that already holds a run: one line, not a traceback
+                raise UsageError(str(e)) from None
     print(f"outputs in {run_dir}")
     return ctx
 

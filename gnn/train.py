@@ -7,6 +7,9 @@ Presets (gnn/presets.py; the first line of every run names the one in force, and
 FP32 follows each model's paper. Learned bits (--quant a2q / degree-aware) on node tasks also set 8-bit weights
 and XW, a hidden width of at least 64, and project the bits onto --target-bits after every step (quant/budget.py;
 --bits-control penalty restores A2Q's memory penalty). Degree-Quant and graph tasks train as FP32 does.
+
+An existing --run-dir is never reused silently: --resume continues its run (same settings, or a one-line refusal
+naming the changed ones), --overwrite deletes it first; one process at a time writes a run directory.
 """
 
 from __future__ import annotations
@@ -22,13 +25,22 @@ from gnn.data.registry import FEATURE_PREPROCESSING, DataError, load_registry
 from gnn.experiment import format_table, run_experiment
 from gnn.models import ARCHS, build_model
 from gnn.presets import describe, model_and_train_config, with_overrides
+from gnn.rundir import RunDirError, check_run_dir
 from gnn.trainer import QUANT_METHODS, apply_quantization
+
+
+def _dataset_names() -> str:
+    """The registry's names for --help; a broken registry is reported when a dataset is loaded, not here."""
+    try:
+        return ", ".join(load_registry())
+    except DataError:
+        return "the names in datasets/registry.toml (unreadable now: a run names the problem)"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m gnn.train", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--dataset", default="cora", help=f"one of: {', '.join(load_registry())}")
+    p.add_argument("--dataset", default="cora", help=f"one of: {_dataset_names()}")
     p.add_argument("--model", default="gcn", help=f"one of: {', '.join(ARCHS)}")
     p.add_argument("--seeds", type=int, default=10, help="number of seeds (node tasks; graph tasks use 10 folds)")
     p.add_argument("--first-seed", type=int, default=0)
@@ -68,7 +80,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="input feature preprocessing in place of the dataset registry's (Cora: row-normalized)")
     p.add_argument("--data-root", help="directory holding raw datasets (else GNN_DATA_ROOT, the mirror, download)")
     p.add_argument("--run-dir", type=Path, help="output directory (default: runs/<dataset>_<model>_<time>)")
-    p.add_argument("--resume", action="store_true", help="continue the runs found in --run-dir")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run found in --run-dir (its settings must be the same; --device may differ)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="delete the run found in --run-dir and train a new one there")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--no-progress", action="store_true",
                    help="no progress bars (drawn on a terminal only) and no per-seed lines")
@@ -83,7 +98,11 @@ def main(argv: list[str] | None = None) -> dict:
         raise UsageError(f"unknown quant {args.quant!r}; valid: {', '.join(QUANT_METHODS)}")
     if args.resume and args.run_dir is None:
         raise UsageError("--resume needs --run-dir pointing at the run to continue")
+    if args.seeds < 1:
+        raise UsageError(f"--seeds {args.seeds}: train at least one seed")
     try:
+        if args.run_dir is not None:  # before the data loads; run_experiment checks again under the lock
+            check_run_dir(args.run_dir, resume=args.resume, overwrite=args.overwrite)
         graph = load_dataset(args.dataset, data_root=args.data_root, split_seed=args.split_seed,
                              features=args.features)
         recipe = not args.fp32_preset
@@ -105,8 +124,11 @@ def main(argv: list[str] | None = None) -> dict:
         raise UsageError(str(e)) from None
     run_dir = args.run_dir or Path("runs") / f"{graph.name}_{args.model}_{args.quant}_{time.strftime('%Y%m%d-%H%M%S')}"
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
-    out = run_experiment(graph, model_cfg, train_cfg, seeds, run_dir=run_dir, resume=args.resume,
-                         progress=not args.no_progress)
+    try:
+        out = run_experiment(graph, model_cfg, train_cfg, seeds, run_dir=run_dir, resume=args.resume,
+                             overwrite=args.overwrite, progress=not args.no_progress)
+    except RunDirError as e:  # only the run directory's refusals: any other error keeps its traceback
+        raise UsageError(str(e)) from None
     print(format_table([out]))
     print(f"run directory: {run_dir}")
     print(json.dumps(out["summary"]))

@@ -1,5 +1,9 @@
 """Training and evaluation with validation-only model selection, run directories and resumable checkpoints.
 
+Checkpoints hold tensors and plain data only and are read with ``torch.load(weights_only=True)``: a crafted file
+cannot run code. They are written atomically (gnn/rundir.py) and carry every random generator an epoch draws from,
+so that a resumed run reproduces the uninterrupted one exactly.
+
 Model selection: the epoch with the best validation accuracy, ties broken by the lower validation loss.
 Test accuracy is read at that epoch only. The maximum test accuracy over epochs is also recorded, clearly
 named, because the A2Q code reports it; it is never the headline.
@@ -10,6 +14,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import pickle
 import random
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -24,6 +29,7 @@ from gnn.data.batching import GraphBatcher
 from gnn.data.loaders import GraphData
 from gnn.data.splits import Split
 from gnn.progress import progress_bar
+from gnn.rundir import RunDirError, append_line, save_tensors, truncate_jsonl, write_json
 
 QUANT_METHODS = ("none", "a2q", "degree-aware", "dq-int8", "dq-int4")
 LEARNED_BIT_METHODS = ("a2q", "degree-aware")
@@ -81,6 +87,13 @@ class TrainConfig:
     device: str = "cpu"
 
     def __post_init__(self) -> None:
+        for name in ("lr", "weight_decay", "lr_decay", "target_bits", "penalty_weight"):
+            v = getattr(self, name)
+            if not math.isfinite(v):  # NaN passes every comparison below; it would train to a NaN result
+                raise ValueError(f"TrainConfig: {name}={v} must be a finite number")
+        if self.target_bits < 0 or self.penalty_weight < 0:
+            raise ValueError(f"TrainConfig: target_bits={self.target_bits} and penalty_weight={self.penalty_weight} "
+                             f"must be >= 0")
         if self.epochs < 1 or self.batch_size < 1 or self.patience < 0 or self.checkpoint_every < 1:
             raise ValueError("TrainConfig: epochs, batch_size, checkpoint_every must be >= 1 and patience >= 0")
         if self.fp32_warmup_epochs < 0:
@@ -136,12 +149,63 @@ class SeedResult:
     max_test_acc_over_epochs: float  # A2Q-code-style number, never the headline
     ms_per_epoch: float  # mean training-step time (forward + backward + update), milliseconds
     quant_summary: dict = field(default_factory=dict)
+    best_sha256: str | None = None  # SHA-256 of the run's best.pt (None without a run directory, or older runs)
 
 
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % (2**32))  # noqa: NPY002 (seeds libraries that use the legacy global RNG)
     torch.manual_seed(seed)
+
+
+def rng_state(loader_generator: torch.Generator | None = None, device: str = "cpu") -> dict:
+    """Every random generator training draws from (torch, CUDA on a CUDA run, NumPy, Python ``random``, the
+    graph-task loader's), as tensors and plain containers so that ``torch.load(weights_only=True)`` reads it."""
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()  # noqa: NPY002 (the legacy global RNG, seeded above)
+    state = {"torch": torch.get_rng_state(),
+             "numpy": {"kind": kind, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
+                       "has_gauss": int(has_gauss), "gauss": float(gauss)},
+             "python": random.getstate(),
+             "loader": None if loader_generator is None else loader_generator.get_state()}
+    if torch.device(device).type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict | Tensor, loader_generator: torch.Generator | None = None) -> None:
+    """Restore what `rng_state` saved (a bare tensor: the torch state of checkpoints older than this format)."""
+    if isinstance(state, Tensor):
+        torch.set_rng_state(state)
+        return
+    torch.set_rng_state(state["torch"])
+    n = state["numpy"]
+    np.random.set_state((n["kind"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["gauss"]))  # noqa: NPY002
+    version, internal, gauss_next = state["python"]
+    random.setstate((version, tuple(internal), gauss_next))
+    if loader_generator is not None and state["loader"] is not None:
+        loader_generator.set_state(state["loader"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+CHECKPOINT_KEYS = frozenset({"model", "optimizer", "scheduler", "best", "max_test", "step_seconds", "epoch", "rng"})
+
+
+def load_checkpoint(path: Path) -> dict:
+    """Read a ``last.pt`` with ``weights_only=True``: tensors and plain data only, never arbitrary objects (a
+    crafted pickle would run code). Raises RunDirError for a file this trainer did not write."""
+    fix = "delete it, or start the run again with --overwrite"
+    try:
+        ck = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        raise RunDirError(f"{path} is not a checkpoint of this trainer: it holds objects other than tensors and "
+                          f"plain data, which are never loaded (they could run code); {fix}") from None
+    except (RuntimeError, EOFError, OSError) as e:
+        raise RunDirError(f"{path} is unreadable ({str(e).splitlines()[0] if str(e) else type(e).__name__}); "
+                          f"{fix}") from None
+    if not isinstance(ck, dict) or not CHECKPOINT_KEYS <= ck.keys():
+        raise RunDirError(f"{path} is not a checkpoint of this trainer (missing keys); {fix}")
+    return ck
 
 
 def wants_sparse_input(model: nn.Module, graph: GraphData, device: str = "cpu") -> bool:
@@ -208,6 +272,7 @@ class _Task:
                  use_sparse_input: bool = False) -> None:
         self.graph, self.split, self.cfg = graph, split, cfg
         self.device = torch.device(cfg.device)
+        self.generator = None  # the train loader's shuffling generator (graph tasks), saved in checkpoints
         if graph.task == "node":
             self.data = graph.data.to(self.device)
             if use_sparse_input:
@@ -215,10 +280,10 @@ class _Task:
                 self.data.x = self.data.x.to_sparse()
             self.idx = {k: getattr(split, k).to(self.device) for k in ("train", "val", "test")}
         else:
-            gen = torch.Generator().manual_seed(seed)
+            self.generator = torch.Generator().manual_seed(seed)
             ds = graph.graphs
             self.loaders = {
-                "train": GraphBatcher(ds, split.train, cfg.batch_size, shuffle=True, generator=gen),
+                "train": GraphBatcher(ds, split.train, cfg.batch_size, shuffle=True, generator=self.generator),
                 "val": GraphBatcher(ds, split.val, 256),
                 "test": GraphBatcher(ds, split.test, 256),
             }
@@ -320,13 +385,15 @@ def train_one(model: nn.Module, graph: GraphData, split: Split, cfg: TrainConfig
     """Train ``model`` on one split and return the validation-selected result.
 
     With ``run_dir``, writes ``metrics.jsonl`` (one line per epoch), ``best.pt`` (selected weights),
-    ``last.pt`` (resumable state every ``cfg.checkpoint_every`` epochs) and ``result.json``.
+    ``last.pt`` (resumable state every ``cfg.checkpoint_every`` epochs) and ``result.json`` (with best.pt's
+    SHA-256), every file but the appended metrics atomically. ``resume`` continues from ``last.pt`` when there is
+    one (metrics cut back to its epoch), else starts over. The caller owns ``run_dir`` (gnn.experiment locks it).
     """
     device = torch.device(cfg.device)
     model = model.to(device)
     last_path = run_dir / "last.pt" if run_dir else None
-    resuming = bool(resume and last_path and last_path.exists())
-    if cfg.fp32_warmup_epochs and not resuming:  # a resumed run loads its trained quantized state instead
+    ck = load_checkpoint(last_path) if resume and last_path and last_path.exists() else None
+    if cfg.fp32_warmup_epochs and ck is None:  # a resumed run loads its trained quantized state instead
         fp32_warmup(model, graph, split, cfg, seed=seed, progress=progress)
     model = apply_quantization(model, graph, cfg)
     task = _Task(graph, split, cfg, seed, use_sparse_input=wants_sparse_input(model, graph, cfg.device))
@@ -335,17 +402,19 @@ def train_one(model: nn.Module, graph: GraphData, split: Split, cfg: TrainConfig
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=cfg.lr_decay_every or 10**9, gamma=cfg.lr_decay)
     best = {"acc": -1.0, "loss": math.inf, "epoch": -1, "test": 0.0, "state": None, "within_budget": False,
             "bits": None}
-    max_test, step_seconds, start_epoch = 0.0, [], 1
-    if run_dir:
-        run_dir.mkdir(parents=True, exist_ok=True)
-    if resuming:
-        ck = torch.load(last_path, weights_only=False)
+    max_test, step_seconds, start_epoch, best_sha = 0.0, [], 1, None
+    if ck is not None:
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optimizer"])
         sched.load_state_dict(ck["scheduler"])
-        best, max_test, step_seconds = ck["best"], ck["max_test"], ck["step_seconds"]
+        best, max_test, step_seconds = ck["best"], ck["max_test"], list(ck["step_seconds"])
         start_epoch = ck["epoch"] + 1
-        torch.set_rng_state(ck["rng"])
+        set_rng_state(ck["rng"], task.generator)
+    if run_dir:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        truncate_jsonl(run_dir / "metrics.jsonl", start_epoch - 1)  # drop epochs past the checkpoint (or all)
+        if best["state"] is not None:  # best.pt may be from an epoch after the checkpoint: back to its best
+            best_sha = save_tensors(best["state"], run_dir / "best.pt")
     bar = progress_bar(range(start_epoch, cfg.epochs + 1), enabled=progress,
                        desc=f"{graph.name} seed {seed} fold {fold}")
     for epoch in bar:
@@ -362,16 +431,15 @@ def train_one(model: nn.Module, graph: GraphData, split: Split, cfg: TrainConfig
             best = {"acc": val_acc, "loss": val_loss, "epoch": epoch, "test": test_acc,
                     "state": copy.deepcopy(model.state_dict()), "within_budget": within, "bits": bits}
             if run_dir:
-                torch.save(best["state"], run_dir / "best.pt")
+                best_sha = save_tensors(best["state"], run_dir / "best.pt")
         if run_dir:
             m = EpochMetrics(epoch, train_loss, val_loss, val_acc, test_acc, step_seconds[-1])
-            with open(run_dir / "metrics.jsonl", "a") as f:
-                f.write(json.dumps(asdict(m)) + "\n")
+            append_line(run_dir / "metrics.jsonl", json.dumps(asdict(m)))
             if epoch % cfg.checkpoint_every == 0 or epoch == cfg.epochs:
-                torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
-                            "scheduler": sched.state_dict(), "best": best,
-                            "max_test": max_test, "step_seconds": step_seconds, "epoch": epoch,
-                            "rng": torch.get_rng_state()}, last_path)
+                save_tensors({"model": model.state_dict(), "optimizer": opt.state_dict(),
+                              "scheduler": sched.state_dict(), "best": best, "max_test": max_test,
+                              "step_seconds": step_seconds, "epoch": epoch,
+                              "rng": rng_state(task.generator, cfg.device)}, last_path)
         bar.set_postfix(val=f"{val_acc:.3f}", best=f"{best['acc']:.3f}")
         if cfg.patience and epoch - best["epoch"] >= cfg.patience:
             break
@@ -386,9 +454,10 @@ def train_one(model: nn.Module, graph: GraphData, split: Split, cfg: TrainConfig
             summary["within_budget"] = bool(best["within_budget"])
     result = SeedResult(seed=seed, fold=fold, best_epoch=best["epoch"], val_acc=best["acc"],
                         val_loss=best["loss"], test_acc=best["test"], max_test_acc_over_epochs=max_test,
-                        ms_per_epoch=1000.0 * float(np.mean(step_seconds)), quant_summary=summary)
+                        ms_per_epoch=1000.0 * float(np.mean(step_seconds)), quant_summary=summary,
+                        best_sha256=best_sha)
     if run_dir:
-        (run_dir / "result.json").write_text(json.dumps(asdict(result), indent=2))
+        write_json(run_dir / "result.json", asdict(result))
     return result
 
 

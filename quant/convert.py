@@ -259,7 +259,8 @@ class TrainedRun:
 def load_trained(run_dir: Path | str, seed_dir: str | None = None, data_root: str | None = None) -> TrainedRun:
     """Rebuild the quantized model of a ``python -m gnn.train`` run directory and load its ``best.pt``.
 
-    ``seed_dir``: which ``seed<S>_fold<K>`` sub-directory (default: the first in sorted order).
+    ``seed_dir``: which ``seed<S>_fold<K>`` sub-directory (default: the first in sorted order). Raises ValueError
+    when best.pt does not match the SHA-256 its ``result.json`` records.
     """
     from gnn.data.loaders import load_dataset
     from gnn.models import ModelConfig, build_model
@@ -288,6 +289,19 @@ def load_trained(run_dir: Path | str, seed_dir: str | None = None, data_root: st
                                  quantize_mlp_hidden=train.get("quantize_mlp_hidden", False),
                                  weight_bits=train.get("weight_bits", QuantConfig.weight_bits),
                                  xw_bits=train.get("xw_bits", QuantConfig.xw_bits)), graph.data)
+    _check_recorded_hash(subs[0])
     model.load_state_dict(torch.load(subs[0] / "best.pt", map_location="cpu", weights_only=True))
     model.eval()
     return TrainedRun(model=model, graph=graph, config=config, checkpoint=subs[0] / "best.pt")
+
+
+def _check_recorded_hash(seed_dir: Path) -> None:
+    """Refuse a best.pt whose SHA-256 differs from the one in ``result.json``. A run without the hash (older run
+    directories, or a seed still training: result.json is written last) is loaded unchecked."""
+    from gnn.rundir import sha256_file
+
+    result = seed_dir / "result.json"
+    recorded = json.loads(result.read_text()).get("best_sha256") if result.is_file() else None
+    if recorded and sha256_file(seed_dir / "best.pt") != recorded:
+        raise ValueError(f"load_trained: {seed_dir / 'best.pt'} does not match the SHA-256 recorded in {result}; "
+                         f"the file is corrupted, retrain or restore it")
