@@ -7,13 +7,20 @@ Quantized training (``quant != "none"``): ``quant.quantize_`` on the full graph 
 `parallelize_gnn` shards the per-node quantizer parameters (`distributed.quantized`); the optimizer has the
 quantizer parameter groups of ``quant.api.quant_param_groups`` and the loss adds A2Q's memory penalty, summed over
 ranks (`distributed.quantized.quant_penalty_local`). Logged ``loss`` is the task loss (as `gnn.trainer`).
+
+Checkpoints (``checkpoint_every``, ``resume``; `distributed.checkpoint`): model + optimizer through
+torch.distributed.checkpoint, and per rank the RNG states, halo-exchange state, best record and history, in a fresh
+step directory switched in by a hashed manifest; a resumed run equals the uninterrupted one bitwise, dropout included.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
+import signal
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -23,6 +30,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import Tensor
 
+from distributed import checkpoint as ckpt
 from distributed.halo import ExchangeConfig
 from distributed.parallelize import ParallelConfig, parallelize_gnn
 from distributed.partition import METHODS, build_partition, cached_partition_nodes, partition_nodes
@@ -39,6 +47,7 @@ from gnn.trainer import sparse_input_pays
 QUANT_MODES = ("none", "a2q", "degree-aware", "dq-int8", "dq-int4")
 DEVICES = ("cpu", "cuda")
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
+CRASH_POINTS = ("epoch", "checkpoint")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,6 +81,7 @@ class DistTrainConfig:
     metrics_log: str = ""
     crash_at_epoch: int = -1
     crash_marker: str = ""
+    crash_point: str = "epoch"  # "epoch" (raise before the forward) or "checkpoint" (kill -9 inside the write)
     device: str = "cpu"  # "cuda": every rank uses its current CUDA device (torch.cuda.set_device), with NCCL
     # "float64": parameters, features and every full-precision exchange in float64 (exchange codec fp64), so a run can
     # be compared with one process beyond float32 summation-order noise; "float32" is the training default
@@ -101,12 +111,32 @@ class DistTrainConfig:
         if self.device == "cuda" and self.quant != "none":
             raise ValueError("DistTrainConfig: quantized distributed training keeps its per-node quantizer shards "
                              "on CPU ranks (gloo); use device 'cpu' with --quant")
-        if self.epochs < 1 or self.num_parts < 1 or self.eval_every < 1:
-            raise ValueError("DistTrainConfig: epochs, num_parts and eval_every must be >= 1")
+        for name in ("epochs", "num_parts", "eval_every", "hidden_dim", "num_layers"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"DistTrainConfig: {name}={getattr(self, name)}; must be >= 1")
+        for name in ("log_every", "checkpoint_every"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"DistTrainConfig: {name}={getattr(self, name)}; use 0 (off) or K >= 1")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"DistTrainConfig: lr={self.lr}; need a finite learning rate > 0")
+        if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
+            raise ValueError(f"DistTrainConfig: weight_decay={self.weight_decay}; need a finite value >= 0")
+        if not 0 <= self.dropout < 1:  # also refuses nan
+            raise ValueError(f"DistTrainConfig: dropout={self.dropout}; need 0 <= dropout < 1")
+        if not (math.isfinite(self.target_bits) and self.target_bits > 0):
+            raise ValueError(f"DistTrainConfig: target_bits={self.target_bits}; need a finite value > 0")
+        if self.crash_point not in CRASH_POINTS:
+            raise ValueError(f"DistTrainConfig: unknown crash_point {self.crash_point!r}; valid: "
+                             f"{', '.join(CRASH_POINTS)}")
         if self.crash_at_epoch >= 0 and not self.crash_marker:
             raise ValueError("DistTrainConfig: crash_at_epoch needs crash_marker (the crash happens once)")
+        if self.crash_at_epoch >= 0 and self.crash_point == "checkpoint" and not self.checkpoint_every:
+            raise ValueError("DistTrainConfig: crash_point 'checkpoint' needs checkpoint_every")
         if (self.checkpoint_every or self.resume) and not self.checkpoint_dir:
             raise ValueError("DistTrainConfig: checkpoint_every/resume need checkpoint_dir")
+        if self.checkpoint_dir and not (self.checkpoint_every or self.resume):
+            raise ValueError("DistTrainConfig: checkpoint_dir without checkpoint_every or resume does nothing; "
+                             "pass --checkpoint-every K and/or --resume")
 
 
 def _local_index(global_idx: Tensor, owned: Tensor, num_nodes: int) -> Tensor:
@@ -157,22 +187,60 @@ def _localize(msd: dict, osd: dict, model) -> None:
                                for name, v in osd["state"][k].items()}
 
 
-def _checkpoint(model, opt, epoch: int, path: str, load: bool) -> int:
-    """Save or load (model, optimizer, epoch) with torch.distributed.checkpoint. Per-node quantizer parameters
-    are saved as full (N, ...) tensors (gathered) and cut back to the owned rows on load."""
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+def _dcp_state(model, opt, load: bool) -> dict:
+    """(model, optimizer) as a torch.distributed.checkpoint state dict. Per-node quantizer parameters are saved as
+    full (N, ...) tensors (gathered; placeholders when ``load``) and cut back to the owned rows by `_set_dcp_state`."""
+    from torch.distributed.checkpoint.state_dict import get_state_dict
 
     msd, osd = get_state_dict(model, opt)
     _globalize(msd, osd, model, load)
-    state = {"model": msd, "optim": osd, "epoch": torch.tensor(epoch)}
-    if not load:
-        dcp.save(state, checkpoint_id=path)
-        return epoch
-    dcp.load(state, checkpoint_id=path)
+    return {"model": msd, "optim": osd}
+
+
+def _set_dcp_state(model, opt, state: dict) -> None:
+    from torch.distributed.checkpoint.state_dict import set_state_dict
+
     _localize(state["model"], state["optim"], model)
     set_state_dict(model, opt, model_state_dict=state["model"], optim_state_dict=state["optim"])
-    return int(state["epoch"])
+
+
+# Settings a resumed run must share with the checkpoint (epochs, logging and checkpoint cadence may change).
+RESUME_FIELDS = ("dataset", "arch", "num_parts", "exchange", "hidden_dim", "num_layers", "dropout", "lr",
+                 "weight_decay", "partition_method", "seed", "quant", "target_bits", "sparse_input", "device", "dtype")
+
+
+def resume_fingerprint(cfg: DistTrainConfig) -> dict:
+    """The JSON-able settings of ``cfg`` that a checkpoint records and a resume must match."""
+    d = asdict(cfg)
+    return {k: d[k] for k in RESUME_FIELDS}
+
+
+def _resume(cfg: DistTrainConfig, model, opt, device: torch.device, log) -> dict | None:
+    """This rank's run state from ``cfg.checkpoint_dir`` after loading model + optimizer (None: start at epoch 0).
+    A run that does not resume refuses a directory that already holds a checkpoint (it would mix two runs)."""
+    ckdir = Path(cfg.checkpoint_dir)
+    manifest = ckpt.read_manifest(ckdir)
+    if manifest is None:
+        if cfg.resume:
+            log(f"no checkpoint in {ckdir} yet: starting at epoch 0")
+        return None
+    if not cfg.resume:
+        raise ckpt.CheckpointError(f"{ckdir} holds a checkpoint (epoch {manifest['epoch']}); pass --resume to "
+                                   "continue it or choose an empty --checkpoint-dir")
+    state = _dcp_state(model, opt, load=True)
+    run = ckpt.load_step(ckdir, manifest, state, resume_fingerprint(cfg))
+    _set_dcp_state(model, opt, state)
+    ckpt.restore_run_state(model, run, device)
+    log(f"resumed from {ckdir / manifest['step']} at epoch {manifest['epoch'] + 1}")
+    return run
+
+
+def _save(cfg: DistTrainConfig, model, opt, epoch: int, best: dict, history: list, device: torch.device) -> None:
+    """Checkpoint the end of ``epoch`` (`distributed.checkpoint.save_step`)."""
+    run = ckpt.capture_run_state(model, epoch, best, history, device)  # first: resolves transfers in flight
+    ckpt.save_step(Path(cfg.checkpoint_dir), epoch, _dcp_state(model, opt, load=False), run,
+                   resume_fingerprint(cfg), before_switch=lambda: _maybe_crash(cfg, epoch, dist.get_rank(),
+                                                                                "checkpoint"))
 
 
 def _rank_device(cfg: DistTrainConfig) -> torch.device:
@@ -187,15 +255,21 @@ def _rank_device(cfg: DistTrainConfig) -> torch.device:
     return torch.device("cuda", torch.cuda.current_device())
 
 
-def _maybe_crash(cfg: DistTrainConfig, epoch: int, rank: int) -> None:
-    """Fault injection for the restart test: rank 1 (or 0 alone) raises once at ``crash_at_epoch``; the marker
-    file records that the crash happened, so the restarted job runs through."""
-    if epoch != cfg.crash_at_epoch or rank != min(1, dist.get_world_size() - 1):
+def _maybe_crash(cfg: DistTrainConfig, epoch: int, rank: int, point: str) -> None:
+    """Fault injection for the restart tests: rank 1 (or 0 alone) fails once at ``crash_at_epoch``, at
+    ``crash_point`` "epoch" (raises before the epoch's forward) or "checkpoint" (kill -9 of itself inside the
+    epoch's checkpoint write, after its files and before the manifest switch); the marker file records that the
+    crash happened, so the restarted job runs through."""
+    if (point != cfg.crash_point or epoch != cfg.crash_at_epoch
+            or rank != min(1, dist.get_world_size() - 1)):
         return
     marker = Path(cfg.crash_marker)
     if marker.exists():
         return
-    marker.write_text(f"crashed at epoch {epoch}\n")
+    marker.write_text(f"crashed at epoch {epoch} ({point})\n")
+    if point == "checkpoint":
+        print(f"injected kill -9 in the checkpoint of epoch {epoch} on rank {rank}", file=sys.stderr, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
     raise RuntimeError(f"injected crash at epoch {epoch} on rank {rank} (marker {marker})")
 
 
@@ -261,22 +335,18 @@ def _train_rank(cfg: DistTrainConfig, log) -> dict:
                             group=dist.new_group(backend=dist.get_backend()))
     opt = _optimizer(model, cfg)
     ei = part.edge_index
-    start_epoch = 0
-    if cfg.resume and (Path(cfg.checkpoint_dir) / ".metadata").exists():
-        start_epoch = _checkpoint(model, opt, 0, cfg.checkpoint_dir, load=True) + 1
-        log(f"resumed from {cfg.checkpoint_dir} at epoch {start_epoch}")
-    elif cfg.resume:
-        log(f"no checkpoint in {cfg.checkpoint_dir} yet: starting at epoch 0")
+    start_epoch, history, best = 0, [], {"val": -1.0, "test": 0.0, "epoch": -1}
+    run = _resume(cfg, model, opt, device, log) if cfg.checkpoint_dir else None
+    if run is not None:
+        start_epoch, history, best = run["epoch"] + 1, run["history"], run["best"]
     attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
 
-    history = []
-    best = {"val": -1.0, "test": 0.0, "epoch": -1}
     for epoch in range(start_epoch, cfg.epochs):
         model.set_epoch(epoch)
         t0 = time.perf_counter()
         model.train()
         opt.zero_grad()
-        _maybe_crash(cfg, epoch, rank)
+        _maybe_crash(cfg, epoch, rank, "epoch")
         logits = model(x_own, ei)  # (N_o, C)
         loss = F.cross_entropy(logits[idx["train"]], y_own[idx["train"]], reduction="sum") / totals["train"]
         penalty = quant_penalty_local(model.module) if cfg.quant != "none" else 0.0
@@ -305,7 +375,7 @@ def _train_rank(cfg: DistTrainConfig, log) -> dict:
             log(f"epoch {epoch:4d} loss {rec['loss']:.4f}{acc} {rec['epoch_s'] * 1e3:.1f} ms "
                 f"{rec['exchange_bytes'] / 1e6:.3f} MB")
         if cfg.checkpoint_every and (epoch + 1) % cfg.checkpoint_every == 0:
-            _checkpoint(model, opt, epoch, cfg.checkpoint_dir, load=False)
+            _save(cfg, model, opt, epoch, best, history, device)
     model.drain()
     setup = sum(b for (e, _, d), b in model.counter.bytes.items() if d == "setup")
     setup_t = torch.tensor([float(setup)], device=device)

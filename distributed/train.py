@@ -13,17 +13,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import sys
 from datetime import timedelta
 from pathlib import Path
+from typing import NoReturn
 
 import torch
 import torch.distributed as dist
 
+from distributed.checkpoint import CheckpointError
 from distributed.codecs import CODECS
 from distributed.halo import ExchangeConfig
 from distributed.partition import METHODS
-from distributed.runner import QUANT_MODES, DistTrainConfig, train_rank
+from distributed.runner import CRASH_POINTS, QUANT_MODES, DistTrainConfig, train_rank
 from distributed.teardown import finish_process_groups, run_rank_main
 from gnn.models import ARCHS
 
@@ -51,7 +55,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--eval-every", type=int, default=1)
     p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--checkpoint-dir", default="")
-    p.add_argument("--checkpoint-every", type=int, default=0, help="save with torch.distributed.checkpoint")
+    p.add_argument("--checkpoint-every", type=int, default=0,
+                   help="checkpoint every K epochs (0: never) into a fresh step directory of --checkpoint-dir, "
+                        "switched in by a hashed manifest (distributed.checkpoint)")
     p.add_argument("--resume", action="store_true", help="continue from --checkpoint-dir if it holds a checkpoint "
                    "(else start at epoch 0): safe to pass on every (re)start, e.g. under torchrun --max-restarts")
     p.add_argument("--metrics-log", default="", help="rank 0 appends one JSON line per epoch (with the restart "
@@ -63,6 +69,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    "quant.export .qgraph directory here (a2q / degree-aware)")
     p.add_argument("--crash-at-epoch", type=int, default=-1, help=argparse.SUPPRESS)  # fault injection (tests)
     p.add_argument("--crash-marker", default="", help=argparse.SUPPRESS)
+    p.add_argument("--crash-point", default="epoch", choices=CRASH_POINTS, help=argparse.SUPPRESS)
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
                    help="cuda: NCCL, one GPU per rank (LOCAL_RANK); cpu: gloo; auto: cuda when available")
     p.add_argument("--dtype", default="float32", choices=("float32", "float64"),
@@ -74,6 +81,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def build_config(args: argparse.Namespace, world_size: int) -> DistTrainConfig:
+    """The run's config from the flags; ValueError (naming the fix) for values that make no sense."""
+    if args.parts < 0:
+        raise ValueError(f"--parts {args.parts}; use 0 (the world size) or the world size itself")
+    if not (math.isfinite(args.timeout_s) and args.timeout_s > 0):
+        raise ValueError(f"--timeout-s {args.timeout_s}; need a finite number of seconds > 0")
     parts = args.parts or world_size
     if parts != world_size:
         raise ValueError(f"--parts {parts} != world size {world_size}: launch with torchrun --nproc-per-node "
@@ -88,7 +100,8 @@ def build_config(args: argparse.Namespace, world_size: int) -> DistTrainConfig:
                            checkpoint_dir=args.checkpoint_dir, resume=args.resume, quant=args.quant,
                            target_bits=args.target_bits, export_path=args.export,
                            metrics_log=args.metrics_log, crash_at_epoch=args.crash_at_epoch,
-                           crash_marker=args.crash_marker, device=resolve_device(args.device), dtype=args.dtype)
+                           crash_marker=args.crash_marker, crash_point=args.crash_point,
+                           device=resolve_device(args.device), dtype=args.dtype)
 
 
 def resolve_device(flag: str) -> str:
@@ -117,13 +130,19 @@ def init_process_group(timeout: timedelta, backend: str = "gloo") -> None:
     dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout)
 
 
+def refuse(message: str) -> NoReturn:
+    """One line ``error: ...`` on stderr and exit status 2 (bad input, as argparse's own errors)."""
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    raise SystemExit(2)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     try:
         cfg = build_config(args, world_size)
     except ValueError as exc:
-        raise SystemExit(f"error: {exc}") from None
+        refuse(str(exc))
     backend = "gloo"
     if cfg.device == "cuda":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
@@ -132,7 +151,10 @@ def main(argv: list[str] | None = None) -> int:
     finished = False
     try:
         rank = dist.get_rank()
-        result = train_rank(cfg, log=print if rank == 0 else (lambda *_: None))
+        try:
+            result = train_rank(cfg, log=print if rank == 0 else (lambda *_: None))
+        except CheckpointError as exc:  # every rank checks the same files: all refuse alike
+            refuse(str(exc))
         if rank == 0:
             result.pop("state_dict")
             result.pop("global_state_dict", None)

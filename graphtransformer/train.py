@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -138,6 +139,9 @@ def _patience(args: argparse.Namespace) -> int:
 
 def main() -> None:
     args = _parse()
+    if args.seeds < 1:  # bad input: one line and exit status 2, before any data is loaded
+        print(f"error: --seeds {args.seeds}: need at least 1 (seeds 0..n-1 are trained)", file=sys.stderr)
+        raise SystemExit(2)
     from gnn.data.loaders import load_dataset
 
     cfg = TrainConfig(attention=args.attention, num_layers=args.layers, hidden_dim=args.hidden, num_heads=args.heads,

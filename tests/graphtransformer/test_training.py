@@ -178,3 +178,15 @@ def test_bad_label_smoothing_is_refused():
 
     with pytest.raises(ValueError, match="label_smoothing"):
         TrainConfig(label_smoothing=1.0)
+
+
+def test_train_cli_refuses_zero_seeds(monkeypatch, capsys):
+    import pytest
+
+    from graphtransformer import train
+
+    monkeypatch.setattr(sys, "argv", ["graphtransformer.train", "--seeds", "0"])
+    with pytest.raises(SystemExit) as exc:
+        train.main()
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.startswith("error: --seeds 0") and err.count("\n") == 1
