@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
-from hw.config import PRESETS, load_config, preset
+from gnn.cli import UsageError
+from hw.config import PRESETS, ConfigError, load_config, preset
 from hw.plots import plot_result
 from hw.report import run_simulation
 from hw.workload import ORDERS, workload_from_export, workload_from_graph
@@ -46,7 +46,7 @@ def summary(result: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> dict:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m hw.simulate", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("workload", help="quantized export path or dataset/synthetic name")
@@ -59,36 +59,60 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--out", default=".", help="directory for the JSON and PNG (default: the current directory; "
                    "benchmarks/results holds only what the benchmark scripts measure, RESULTS.md renders it)")
     p.add_argument("--no-check", action="store_true", help="skip the functional check")
+    return p
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """The command line; a bad export or accelerator config ends with one ``error:`` line and exit status 2."""
+    p = _parser()
     args = p.parse_args(argv)
-    cfg = load_config(args.config, base=args.arch) if args.config else preset(args.arch)
+    try:
+        cfg = load_config(args.config, base=args.arch) if args.config else preset(args.arch)
+    except ConfigError as e:
+        raise UsageError(str(e)) from None
     if args.hidden is not None and args.hidden < 1:
         p.error(f"--hidden {args.hidden}: the hidden width must be >= 1")
-    if Path(args.workload).exists() and (args.hidden is not None or args.order is not None):
+    if not Path(args.workload).exists():
+        wl = workload_from_graph(args.workload, hidden=128 if args.hidden is None else args.hidden,
+                                 order=args.order or "natural")
+        return _simulate(wl, cfg, args)
+    if args.hidden is not None or args.order is not None:
         p.error("--hidden and --order shape dataset workloads; an export keeps its trained widths and node order "
                 "(drop them, or give a dataset name)")
-    if Path(args.workload).exists():
-        from quant.export import load
+    from quant.export import ExportError
 
-        q = load(args.workload)
-        if q.arch == "gat":
-            sys.exit(f"error: {args.workload} is a GAT export; the accelerator model simulates GCN, GIN and GraphSAGE "
-                     "layers (attention needs a softmax unit it does not model). Its integer golden model runs with "
-                     "quant.export_gat.integer_model and quant.integer_gat.gat_forward_int; export a GCN, GIN or "
-                     "GraphSAGE run to simulate it")
-        if q.is_graph_transformer:  # tensors only: memory and decoder traffic, no GCN layer to simulate
-            from hw.tensor_traffic import feature_traffic, format_rows
+    try:
+        return _simulate_export(args, cfg)
+    except ExportError as e:
+        raise UsageError(str(e)) from None
 
-            rows = feature_traffic(q)
-            print(f"graph-transformer export {args.workload}: node tensors through DRAM and the Adaptive-Package "
-                  "decoder (attention layers are not GCN layers; no layer simulation)")
-            print(format_rows(rows))
-            out = Path(args.out)
-            out.mkdir(parents=True, exist_ok=True)
-            (out / f"hw_tensors_{Path(args.workload).stem}.json").write_text(json.dumps(rows, indent=1))
-            return {"tensors": rows}
-    wl = (workload_from_export(args.workload) if Path(args.workload).exists()
-          else workload_from_graph(args.workload, hidden=128 if args.hidden is None else args.hidden,
-                                   order=args.order or "natural"))
+
+def _simulate_export(args: argparse.Namespace, cfg) -> dict:
+    """Load, validate and simulate the export at ``args.workload`` (a graph transformer: its tensor traffic)."""
+    from quant.export import load
+
+    q = load(args.workload)
+    if q.arch == "gat":
+        raise UsageError(f"{args.workload} is a GAT export; the accelerator model simulates GCN, GIN and GraphSAGE "
+                         "layers (attention needs a softmax unit it does not model). Its integer golden model runs "
+                         "with quant.export_gat.integer_model and quant.integer_gat.gat_forward_int; export a GCN, GIN "
+                         "or GraphSAGE run to simulate it")
+    if q.is_graph_transformer:  # tensors only: memory and decoder traffic, no GCN layer to simulate
+        from hw.tensor_traffic import feature_traffic, format_rows
+
+        rows = feature_traffic(q)
+        print(f"graph-transformer export {args.workload}: node tensors through DRAM and the Adaptive-Package "
+              "decoder (attention layers are not GCN layers; no layer simulation)")
+        print(format_rows(rows))
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"hw_tensors_{Path(args.workload).stem}.json").write_text(json.dumps(rows, indent=1))
+        return {"tensors": rows}
+    return _simulate(workload_from_export(q), cfg, args)
+
+
+def _simulate(wl, cfg, args: argparse.Namespace) -> dict:
+    """Simulate ``wl`` on ``cfg``, print the summary, write the JSON and PNG under ``args.out``."""
     result = run_simulation(wl, cfg, check=not args.no_check)
     print(summary(result))
     out = Path(args.out)

@@ -225,6 +225,9 @@ def workload_from_export(source) -> Workload:
         q, path = load(source), Path(source)
     else:
         q, path = source, Path(source.path)
+    from quant.export import check_arch
+
+    check_arch(q.arch, f"hw.workload: {path}")  # an unknown arch is never simulated as a GCN
     name = str(q.manifest.get("name", Path(path).stem))
     if q.arch in AGGREGATE_FIRST:
         return _aggregate_first_workload(q, name)
