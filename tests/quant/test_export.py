@@ -84,8 +84,10 @@ def test_export_contents_are_consistent(exported):
     np.testing.assert_array_equal(q["layer0.xw_shift"], shift)
     # CSR of the GCN graph: one self loop per node
     assert q["graph.indptr"][-1] == q["graph.indices"].size and q["graph.indptr"].size == n + 1
-    # seed-fixed: one of the 80 nodes has near-tied logits that a one-code difference (quant/FIXED_POINT.md) flips
-    check_export_metrics(q, *exported[1:], max_delta_pt=0.0, min_agreement=0.98)
+    # seed-fixed: one of the 80 nodes (node 5) has logits tied within 0.003 that a one-code difference
+    # (quant/FIXED_POINT.md) may flip or not, depending on the CPU's float32 kernels (AVX-512 flips it): at most that
+    # node disagrees, and it may be a test node
+    check_export_metrics(q, *exported[1:], max_delta_pt=100.0 / q["graph.test_index"].size, min_agreement=79 / 80)
     assert q.manifest["metrics"]["storage"]["all_in_bytes"] > 0
 
 
