@@ -3,12 +3,16 @@
     python benchmarks/make_results.py
 
 Known result files get a table each; any other JSON file in results/ is listed with its top-level summary,
-so a new benchmark is visible in RESULTS.md before it has a dedicated renderer.
+so a new benchmark is visible in RESULTS.md before it has a dedicated renderer. Sections follow the pipeline
+(STAGES: one `##` per stage, one `###` per result file, a contents list on top), and no line is longer than
+LINE_LIMIT: long paragraphs wrap at sentence ends, long command lists and long table cells move into collapsed
+lists under their paragraph or table.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -185,6 +189,20 @@ def render_a2q_hw_cost(res: dict) -> list[str]:
     return lines + [""]
 
 
+# Longest command list written inline in a paragraph; a longer one becomes a collapsed list under it.
+COMMANDS_INLINE_CHARS = 600
+
+
+def _commands(commands: list[str], sep: str = "; ") -> tuple[str, list[str]]:
+    """A command list for a paragraph: the commands themselves when short, else their count with the lines that
+    list them (a collapsed block, to follow the paragraph)."""
+    text = sep.join(f"`{c}`" for c in commands)
+    if len(text) <= COMMANDS_INLINE_CHARS:
+        return text, []
+    return f"{len(commands)}, listed below", ["", f"<details><summary>{len(commands)} commands</summary>", "",
+                                             *[f"- `{c}`" for c in commands], "", "</details>"]
+
+
 def _live_commands(res: dict) -> list[str]:
     """The file's commands that still own a cell, in their recorded order (cells without a command keep all)."""
     commands = res.get("commands", [res.get("command", "")])
@@ -193,10 +211,10 @@ def _live_commands(res: dict) -> list[str]:
 
 
 def render_quant(res: dict) -> list[str]:
+    listed, listing = _commands(_live_commands(res))
     lines = ["## Quantization (validation-selected test accuracy, %)", "",
              "File: `benchmarks/results/quant_table.json`; commands (those whose cells are still in the file; a "
-             "cell rerun under another command replaces the old one): "
-             + "; ".join(f"`{c}`" for c in _live_commands(res)) + ".",
+             "cell rerun under another command replaces the old one): " + listed + ".", *listing,
              "", res.get("note", ""), "", *render_quant_grid(res.get("cells", [])),
              *render_a2q_headline(res.get("cells", [])), *render_a2q_pareto(res.get("cells", [])),
              "Every cell, including the tuning runs of the A2Q headline (Cora GCN at 1.7 bits):", "",
@@ -258,12 +276,12 @@ def render_quant_gpu_time(cells: list[dict]) -> list[str]:
 def render_quant_speed(res: dict, name: str = "quant_speed",
                        title: str = "Quantization-aware training speed against FP32") -> list[str]:
     commands = sorted({c.get("command") for case in res.get("cases", {}).values() for c in case.values()} - {None})
+    listed, listing = _commands(commands or [res.get("command", "python benchmarks/quant_speed.py")], ", ")
     lines = [f"## {title}", "",
-             "Command" + ("s" if len(commands) > 1 else "") + ": "
-             + ", ".join(f"`{c}`" for c in commands or [res.get("command", "python benchmarks/quant_speed.py")])
+             "Command" + ("s" if len(commands) > 1 else "") + ": " + listed
              + f" (file: `benchmarks/results/{name}.json`). Median ms per trainer step (forward, loss, memory "
              "penalty, backward, Adam) over repeats in which the methods alternate in one process; ratio = method / "
-             "FP32 (target for A2Q: <= 1.5).", ""]
+             "FP32 (target for A2Q: <= 1.5).", *listing, ""]
     cases = res.get("cases", {})
     order = ("none", "a2q", "degree-aware", "dq-int8", "dq-int4")
     methods = sorted(next(iter(cases.values()), {}), key=lambda m: order.index(m) if m in order else len(order))
@@ -565,7 +583,7 @@ def render_gt_comm_bytes(res: dict) -> list[str]:
 
 def render_gt_attention(res: dict, name: str = "gt_attention") -> list[str]:
     default = res.get("command", "python benchmarks/gt_attention.py")
-    commands = dict.fromkeys(r.get("command", default) for r in res.get("rows", []))
+    listed, listing = _commands(list(dict.fromkeys(r.get("command", default) for r in res.get("rows", []))))
     gpu = res.get("device", "cpu") != "cpu"
     memory = ("GPU memory = peak allocation during a timed step above what was allocated before it. `sparse_fused` = "
               "the edge-list kernel with recompute backward; `flex` = FlexAttention block-sparse tiles in METIS order "
@@ -575,12 +593,12 @@ def render_gt_attention(res: dict, name: str = "gt_attention") -> list[str]:
               "read as ~0).")
     lines = [f"## Graph transformer: attention kernels, forward + backward against sequence length"
              f"{' (GPU)' if gpu else ''}", "",
-             f"File: `benchmarks/results/{name}.json`; commands: " + "; ".join(f"`{c}`" for c in commands)
+             f"File: `benchmarks/results/{name}.json`; commands: " + listed
              + f". {res.get('heads')} heads x {res.get('head_dim')}, {res.get('dtype')}, "
              + (f"torch {res.get('torch')}, " if gpu else f"{res.get('threads')} thread(s), ")
              + f"device: {res.get('device', 'cpu')}. `dense` = explicit softmax with the "
              "graph mask (same result as sparse), `full_flash` = all-pairs attention through the fused flash kernel "
-             f"(the cost of a dense layer). {memory}", "",
+             f"(the cost of a dense layer). {memory}", *listing, "",
              f"| nodes | edges | kernel | fwd+bwd ms | {'peak GPU MiB' if gpu else 'peak RSS growth MiB'} | "
              "setup s | edges in tiles |", "|---|---|---|---|---|---|---|"]
     for r in sorted(res.get("rows", []), key=lambda r: (r["num_nodes"], r["kernel"])):
@@ -710,16 +728,16 @@ def render_quant_storage(res: dict) -> list[str]:
     """All-in compression of the grid's learned-bit cells, measured on seed 0's export (`quant_storage.py`)."""
     cells = res.get("cells", [])
     by_key = {(c["dataset"], c["model"], c["method"], float(c["target_bits"])): c for c in cells}
-    commands = sorted({c["command"] for c in cells if c.get("command")})
+    listed, listing = _commands(sorted({c["command"] for c in cells if c.get("command")}))
     lines = ["## All-in compression of the quantization grid (seed 0, measured on the export)", "",
-             "File: `benchmarks/results/quant_storage.json`; commands: " + "; ".join(f"`{c}`" for c in commands)
-             + ". Per learned-bit cell of the preset grid (penalty a = 25): seed 0 trained as in the quantization "
+             "File: `benchmarks/results/quant_storage.json`; commands: " + listed + ". Per learned-bit cell of the "
+             "preset grid (penalty a = 25): seed 0 trained as in the quantization "
              "table, exported with `quant.export` (integer path checked), and its measured bytes "
              "(`quant.storage`): all-in = FP32 bytes of every feature tensor, the weights and the CSR adjacency "
              "over the quantized bytes of the same, bit tables and steps included; features = the feature tensors "
              "alone. The input features dominate on these bag-of-words graphs (stored in 2 signed bits when "
              "binary), so the all-in ratio moves little with the learned bits. Degree-Quant's uniform INT8 / INT4 "
-             "and the graph-level datasets have no export (their features alone compress 4x / 8x).", "",
+             "and the graph-level datasets have no export (their features alone compress 4x / 8x).", *listing, "",
              "| dataset | model | " + " | ".join(f"{m} t{t:g}" for m, t in QUANT_GRID_LEARNED_COLUMNS) + " |",
              "|---|---|" + "---|" * len(QUANT_GRID_LEARNED_COLUMNS)]
     for ds, model in dict.fromkeys((c["dataset"], c["model"]) for c in cells):
@@ -765,6 +783,24 @@ def render_teardown_race(res: dict) -> list[str]:
     return lines + [""]
 
 
+def render_fault_injection(res: dict) -> list[str]:
+    st = res.get("settings", {})
+    runs = res.get("per_run", [])
+    lines = ["## Fault injection: kill -9 of a rank, then `--resume`, against the uninterrupted run", "",
+             f"File: `benchmarks/results/fault_injection.json`, `python benchmarks/fault_injection.py --runs "
+             f"{res.get('runs')}`. {st.get('dataset')}, 2 ranks, exchange {st.get('exchange')}, {st.get('epochs')} "
+             f"epochs, a checkpoint every {st.get('checkpoint_every')}; each run is killed (SIGKILL, random rank, "
+             "random moment between the first and the last checkpoint), resumed, and compared with the "
+             "uninterrupted run: every epoch's loss, accuracies and bytes, and the best record.", "",
+             f"**{res.get('equal')} of {res.get('killed')} killed runs ended equal to the uninterrupted run.**", "",
+             "| run | killed rank | kill after (s) | last logged epoch | checkpoint epoch | resumed at | equal |",
+             "|---|---|---|---|---|---|---|"]
+    for i, r in enumerate(runs):
+        lines.append(f"| {i} | {r['rank']} | {r['delay_s']:.2f} | {r['logged_epoch']} | {r['checkpoint_epoch']} | "
+                     f"{r['resumed_at_epoch']} | {'yes' if r['equal'] else 'NO: ' + ', '.join(r['diffs'][:3])} |")
+    return lines + [""]
+
+
 RENDERERS = {"a2q_hw_cost": render_a2q_hw_cost, "hw_ablation": render_hw_ablation,
              "dist_accuracy": render_dist_accuracy,
              "dist_quant_accuracy": render_dist_quant_accuracy, "dist_time": render_dist_time,
@@ -778,25 +814,199 @@ RENDERERS = {"a2q_hw_cost": render_a2q_hw_cost, "hw_ablation": render_hw_ablatio
              "gt_max_nodes": render_gt_max_nodes, "integer_accuracy": render_integer_accuracy,
              "pack_speed": render_pack_speed, "export_fixed_point": render_export_fixed_point,
              "rtl_cells": render_rtl_cells, "rtl_sim": render_rtl_sim, "quant_storage": render_quant_storage,
-             "teardown_race": render_teardown_race, "quant_defaults": render_quant_defaults}
+             "teardown_race": render_teardown_race, "quant_defaults": render_quant_defaults,
+             "fault_injection": render_fault_injection}
 
 
 def render_other(name: str, res: dict) -> list[str]:
-    text = json.dumps(res, indent=1, sort_keys=True)
+    def shorten(v):  # a long string would make a line over LINE_LIMIT in the code block, which cannot be wrapped
+        if isinstance(v, str) and len(v) > OTHER_STRING_CHARS:
+            return v[:OTHER_STRING_CHARS] + "... (truncated; see the file)"
+        if isinstance(v, dict):
+            return {k: shorten(x) for k, x in v.items()}
+        return [shorten(x) for x in v] if isinstance(v, list) else v
+
+    text = json.dumps(shorten(res), indent=1, sort_keys=True)
     if len(text) > 4000:
         text = text[:4000] + "\n... (truncated; see the file)"
     return [f"## {name}", "", f"File: `benchmarks/results/{name}.json` (no dedicated table yet).", "",
             "```json", text, "```", ""]
 
 
-def main() -> None:
-    lines = ["# Results", "", "Generated by `python benchmarks/make_results.py` from `benchmarks/results/*.json`; "
-             "every number below was measured by a script in `benchmarks/`. Do not edit by hand.", ""]
-    for path in sorted(RESULTS.glob("*.json")):
+# RESULTS.md follows the pipeline: each stage a `##` section, each result file a `###` under it, in this order.
+# A result file named in no stage goes to OTHER_STAGE, at the end.
+STAGES = (
+    ("Data and FP32 training", ("fp32_accuracy", "train_speed")),
+    ("Quantization", ("quant_table", "quant_defaults", "quant_speed", "quant_speed_grid", "quant_speed_sparse_input")),
+    ("Export and integer path", ("integer_accuracy", "export_fixed_point", "quant_storage", "pack_speed")),
+    ("Cycle model (hw)", ("hw_ablation", "hw_sim", "a2q_hw_cost")),
+    ("RTL", ("rtl_cells", "rtl_sim")),
+    ("Distributed training", ("dist_accuracy", "dist_quant_accuracy", "dist_bytes", "dist_time", "fault_injection",
+                              "teardown_race")),
+    ("Graph transformer", ("gt_accuracy", "gt_screen", "gt_attention", "gt_attention_cuda", "gt_max_nodes",
+                           "gt_comm_bytes", "gt_halo_codec")),
+)
+OTHER_STAGE = "Other results"
+LINE_LIMIT = 1000  # no line of RESULTS.md is longer
+OTHER_STRING_CHARS = 900  # render_other shortens longer strings
+
+
+def _outside_code(text: str, i: int) -> bool:
+    return text.count("`", 0, i) % 2 == 0
+
+
+def _safe_start(text: str) -> bool:
+    """Whether a continuation line may start with text without starting a Markdown block (list item, heading,
+    quote, table row, HTML block, setext underline) instead of continuing the paragraph."""
+    return bool(text) and text[0] not in "-+*#>|=<" and not re.match(r"\d+[.)]", text)
+
+
+def _wrap(line: str, limit: int = LINE_LIMIT) -> list[str]:
+    """A paragraph or list-item line over ``limit`` as several lines of the same paragraph (each line break stands
+    for a space): one sentence a line; a sentence still too long breaks after its semicolons, then its commas, then
+    at spaces outside code spans, then at spaces inside them (a code span's line break reads as a space too)."""
+    if len(line) <= limit:
+        return [line]
+    indent = "  " if re.match(r"[-*] ", line) else ""  # a list item's continuation lines stay in the item
+    width = limit - len(indent)
+    marker, line = line[:len(indent)], line[len(indent):]  # the item's marker stays on its first line
+
+    def split(text: str, pattern: str, in_code: bool = False) -> list[str]:
+        parts, last = [], 0
+        for m in re.finditer(pattern, text):
+            rest = text[m.end():]
+            if (in_code or _outside_code(text, m.start())) and _safe_start(rest):
+                parts.append(text[last:m.start()])
+                last = m.end()
+        return parts + [text[last:]]
+
+    def pack(parts: list[str], sep: str = " ") -> list[str]:  # greedily join pieces up to the width
+        out: list[str] = []
+        for part in parts:
+            if out and len(out[-1]) + len(sep) + len(part) <= width:
+                out[-1] += sep + part
+            else:
+                out.append(part)
+        return out
+
+    def fit(text: str, level: int) -> list[str]:
+        if len(text) <= width or level == 5:
+            return [text]
+        pattern, in_code = ((r"(?<=[.!?]) (?=\S)", False), (r"(?<=;) ", False), (r"(?<=,) ", False),
+                            (r" ", False), (r" ", True))[level]
+        parts = split(text, pattern, in_code)
+        if level == 0:  # one sentence a line
+            return [piece for part in parts for piece in fit(part, 1)]
+        return [piece for part in pack(parts) for piece in fit(part, level + 1)]
+
+    pieces = fit(line, 0)
+    return [marker + pieces[0]] + [indent + p for p in pieces[1:]]
+
+
+def _cells(row: str) -> list[str]:
+    return row.strip()[1:-1].strip().split(" | ") if row.strip().endswith("|") else [row]
+
+
+def _fit_table(table: list[str], first_note: int) -> tuple[list[str], list[str]]:
+    """A table whose rows stay within LINE_LIMIT: the longest cells of a row over it move out of the table, the cell
+    keeping a summary (first and last item, the item count, the note's number); returns the rows and the notes."""
+    head = _cells(table[0])
+    rows, notes = [], []
+    for row in table:
+        cells = _cells(row)
+        while len(row) > LINE_LIMIT and len(cells) == len(head) and len(cells) > 1:
+            i = max(range(1, len(cells)), key=lambda j: (len(cells[j]), -j))  # the first column names the row
+            if len(cells[i]) < 40:
+                break
+            text = cells[i]
+            items = text.split("; ") if "; " in text else text.split(", ") if ", " in text else text.split(" ")
+            number = first_note + len(notes)
+            notes.append(f"- note {number} ({' / '.join(cells[:i][:2])}, column \"{head[i]}\"): {text}")
+            cells[i] = (f"{items[0]} ... {items[-1]} ({len(items)} items, note {number})" if len(items) > 2
+                        else f"see note {number}")
+            row = "| " + " | ".join(cells) + " |"
+        rows.append(row)
+    return rows, [w for n in notes for w in _wrap(n)]
+
+
+def _fit_lines(lines: list[str]) -> list[str]:
+    """A renderer's lines with none over LINE_LIMIT: long paragraphs and list items wrapped (_wrap), long table
+    cells moved into a collapsed block under their table (_fit_table); code blocks and HTML are left as they are."""
+    out: list[str] = []
+    notes = 1
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("```"):  # a fenced block as it is
+            end = next((j for j in range(i + 1, len(lines)) if lines[j].startswith("```")), len(lines) - 1)
+            out += lines[i:end + 1]
+            i = end + 1
+        elif line.startswith("|"):
+            end = next((j for j in range(i, len(lines)) if not lines[j].startswith("|")), len(lines))
+            rows, moved = _fit_table(lines[i:end], notes)
+            out += rows
+            if moved:
+                notes += sum(m.startswith("- note ") for m in moved)
+                out += ["", "<details><summary>Long table cells (moved out of the table above)</summary>", "",
+                        *moved, "", "</details>"]
+                if end < len(lines) and lines[end]:
+                    out.append("")
+            i = end
+        else:
+            out += [line] if line.startswith(("<", "#")) else _wrap(line)
+            i += 1
+    return out
+
+
+def _anchor(title: str, seen: dict[str, int]) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens, repeats numbered."""
+    slug = re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
+    n = seen.get(slug, 0)
+    seen[slug] = n + 1
+    return slug if n == 0 else f"{slug}-{n}"
+
+
+def _read(path: Path) -> list[str]:
+    """A result file's section; a file that is not valid JSON (still being written) says so."""
+    try:
         res = json.loads(path.read_text())
-        lines += RENDERERS.get(path.stem, lambda r, n=path.stem: render_other(n, r))(res)
-    OUT.write_text("\n".join(lines))
-    print(f"written {OUT}")
+    except (OSError, json.JSONDecodeError) as e:
+        return [f"## {path.stem}", "", f"File: `benchmarks/results/{path.name}` could not be read ({type(e).__name__})."
+                " Rerun `python benchmarks/make_results.py` once its benchmark has written it.", ""]
+    return RENDERERS.get(path.stem, lambda r, n=path.stem: render_other(n, r))(res)
+
+
+def render(results: Path = RESULTS) -> str:
+    """RESULTS.md's text from the result files under ``results``."""
+    files = {p.stem: p for p in sorted(results.glob("*.json"))}
+    placed = {stem for _, stems in STAGES for stem in stems}
+    stages = [*STAGES, (OTHER_STAGE, tuple(s for s in files if s not in placed))]
+    seen: dict[str, int] = {}
+    for title in ("Results", "Contents"):
+        _anchor(title, seen)
+    body, contents = [], []
+    for stage, stems in stages:
+        sections = [lines for lines in (_read(files[s]) for s in stems if s in files) if lines]
+        if not sections:
+            continue
+        body += [f"## {stage}", ""]
+        contents.append(f"- [{stage}](#{_anchor(stage, seen)})")
+        for lines in sections:
+            lines = ["#" + line if line.startswith("## ") else line for line in _fit_lines(lines)]
+            for line in lines:
+                if line.startswith("### "):
+                    contents.append(f"  - [{line[4:]}](#{_anchor(line[4:], seen)})")
+            body += lines
+    head = ["# Results", "", "Generated by `python benchmarks/make_results.py` from `benchmarks/results/*.json`; "
+            "every number below was measured by a script in `benchmarks/`. Do not edit by hand. Sections follow the "
+            "pipeline: " + " -> ".join(stage for stage, _ in stages[:-1]) + "; result files of no stage come last.",
+            "", "## Contents", "", *contents, ""]
+    return "\n".join(head + body)
+
+
+def main(results: Path = RESULTS, out: Path = OUT) -> None:
+    out.write_text(render(results))
+    print(f"written {out}")
 
 
 if __name__ == "__main__":

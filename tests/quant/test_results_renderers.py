@@ -2,6 +2,7 @@
 (benchmarks/make_results.py), and quant_storage's merge of parallel runs."""
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -75,3 +76,94 @@ def test_storage_table_and_merge(tmp_path):
     assert "| cora | gcn | not run | not run | not run | 15.3x all-in, 16.0x features @ 1.02 bits |" in lines
     with pytest.raises(SystemExit, match="has no export"):
         quant_storage.main(["--datasets", "mutag"])
+
+
+PIPELINE = ["Data and FP32 training", "Quantization", "Export and integer path", "Cycle model (hw)", "RTL",
+            "Distributed training", "Graph transformer", "Other results"]
+
+
+def github_anchors(text):
+    """Every heading's anchor as GitHub makes it (lower case, punctuation dropped, spaces to hyphens, repeats
+    numbered), written apart from make_results' own."""
+    anchors, seen = set(), {}
+    for line in text.splitlines():
+        if line.startswith("#"):
+            slug = "".join(ch for ch in line.lstrip("#").strip().lower() if ch.isalnum() or ch in "_- ")
+            slug = slug.replace(" ", "-")
+            anchors.add(slug if slug not in seen else f"{slug}-{seen[slug]}")
+            seen[slug] = seen.get(slug, 0) + 1
+    return anchors
+
+
+def check_layout(text):
+    """Contents whose links all resolve and name every section, stages in pipeline order, no line over 1,000."""
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 1000
+    start = lines.index("## Contents")
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("## "))
+    links = re.findall(r"\]\(#([^)]+)\)", "\n".join(lines[start:end]))
+    assert links and set(links) <= github_anchors(text) and len(set(links)) == len(links)
+    headings = [line for line in lines[end:] if line.startswith(("## ", "### "))]
+    assert len(links) == len(headings)  # every stage and every section is in the contents
+    stages = [line[3:] for line in headings if line.startswith("## ")]
+    assert stages == sorted(stages, key=PIPELINE.index) and headings[0].startswith("## ")
+    return headings
+
+
+def test_results_md_follows_the_pipeline_with_contents_and_short_lines(tmp_path):
+    first, second = tmp_path / "first.md", tmp_path / "second.md"
+    make_results.main(out=first)
+    make_results.main(out=second)
+    assert first.read_bytes() == second.read_bytes()
+    check_layout(first.read_text())
+
+
+def test_stage_placement_of_harness_and_unknown_files(tmp_path):
+    for name in ("teardown_race", "quant_defaults", "fp32_accuracy", "rtl_cells", "zzz_new", "aaa_new"):
+        (tmp_path / f"{name}.json").write_text("{}")
+    (tmp_path / "fault_injection.json").write_text('{"runs": 3')  # still being written
+    text = make_results.render(tmp_path)
+    headings = check_layout(text)
+
+    def stage_of(title):
+        i = next(i for i, h in enumerate(headings) if h.startswith("### " + title))
+        return next(h[3:] for h in reversed(headings[:i]) if h.startswith("## "))
+
+    assert [h[3:] for h in headings if h.startswith("## ")] == ["Data and FP32 training", "Quantization", "RTL",
+                                                                "Distributed training", "Other results"]
+    assert stage_of("Quantization defaults") == "Quantization" and stage_of("Rank exit") == "Distributed training"
+    assert stage_of("fault_injection") == "Distributed training" and "could not be read (JSONDecodeError)" in text
+    assert stage_of("aaa_new") == stage_of("zzz_new") == "Other results"
+    assert "## Export and integer path" not in text  # a stage without result files is left out
+
+
+def test_long_notes_lists_and_table_cells_fit_without_losing_anything():
+    sentences = [f"Sentence {i} says `python run.py --seed {i}` and {'x' * 60}." for i in range(40)]
+    epochs = [str(100 + i) for i in range(400)]
+    lines = ["## T", "", " ".join(sentences), "", "- " + " ".join(sentences), "", "| key | epochs | command |",
+             "|---|---|---|", f"| cora | {' '.join(epochs)} | `c` |", "| citeseer | 1 2 | `c` |", "after"]
+    out = make_results._fit_lines(lines)
+    assert max(len(line) for line in out) <= 1000
+    assert " ".join(out[2:out.index("", 3)]) == " ".join(sentences)  # one paragraph still, every sentence kept
+    item = out[out.index("- " + sentences[0]):]
+    item = item[:next(i for i, line in enumerate(item) if not line.startswith(("- ", "  ")))]
+    assert len(item) > 1 and all(line.startswith("  ") for line in item[1:])  # continuation lines stay in the item
+    assert " ".join(line.strip() for line in item) == "- " + " ".join(sentences)
+    row = next(line for line in out if line.startswith("| cora |"))
+    assert row == "| cora | 100 ... 499 (400 items, note 1) | `c` |" and "| citeseer | 1 2 | `c` |" in out
+    note = out[out.index("<details><summary>Long table cells (moved out of the table above)</summary>"):]
+    note = note[:note.index("</details>")]
+    text = " ".join(line.strip() for line in note if line.startswith(("- note", "  ")))
+    assert text == '- note 1 (cora, column "epochs"): ' + " ".join(epochs)
+    assert out[-2:] == ["", "after"]
+    assert make_results._fit_lines(["short", "| a | b |"]) == ["short", "| a | b |"]
+
+
+def test_long_command_lists_fold_into_a_collapsed_list():
+    commands = [f"python benchmarks/quant_table.py --datasets cora --seed {i} --merge" for i in range(30)]
+    text, listing = make_results._commands(commands)
+    assert text == "30, listed below" and listing[:2] == ["", "<details><summary>30 commands</summary>"]
+    assert [line for line in listing if line.startswith("- ")] == [f"- `{c}`" for c in commands]
+    assert listing[-1] == "</details>"
+    assert make_results._commands(commands[:2]) == (f"`{commands[0]}`; `{commands[1]}`", [])
+    assert make_results._commands(commands[:2], ", ")[0] == f"`{commands[0]}`, `{commands[1]}`"
