@@ -22,9 +22,9 @@ from _common import machine, save_results  # noqa: E402
 from distributed import codecs  # noqa: E402
 from distributed.halo import ExchangeConfig  # noqa: E402
 from distributed.launch import spawn  # noqa: E402
-from distributed.partition import cached_partition_nodes, halo_rows_total  # noqa: E402
 from distributed.runner import DistTrainConfig, train_many  # noqa: E402
 from gnn.data.loaders import load_dataset  # noqa: E402
+from gnn.data.partition import cached_partition_nodes, halo_rows_total  # noqa: E402
 
 CODECS = ("fp32", "fp16", "int8", "int4", "int2", "int1", "int1-2c")
 

@@ -104,7 +104,8 @@ def worker(scale: int, hidden: int, codec_list: list[str], links: list[tuple[str
 
     from distributed.halo import ExchangeConfig
     from distributed.parallelize import ParallelConfig, parallelize_gnn
-    from distributed.partition import build_partition, cached_partition_nodes
+    from distributed.partition import build_partition
+    from gnn.data.partition import cached_partition_nodes
     from gnn.data.synthetic import powerlaw_graph
     from gnn.models import GNN, ModelConfig
 

@@ -1,5 +1,5 @@
-"""Graph partitioning for full-graph training: node -> part assignment (METIS or random) and each rank's
-`Partition` (owned nodes, 1-hop halo, per-peer send/recv maps, local edges, global degrees).
+"""Each rank's `Partition` for full-graph training (owned nodes, 1-hop halo, per-peer send/recv maps, local
+edges, global degrees), built from a node -> part assignment of `gnn.data.partition` (METIS or random).
 
 Local node numbering on rank r: owned nodes 0..N_o-1 (ascending global id), then halo nodes N_o..N_o+N_h-1
 grouped by owner rank and ascending global id inside a group. The rows owner p sends to r are p's owned nodes
@@ -8,15 +8,20 @@ that are sources of edges into r, in ascending global id, so both sides agree on
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, replace
-from pathlib import Path
 
-import numpy as np
 import torch
 from torch import Tensor
 
-METHODS = ("metis", "random")
+# re-export; hw switches to gnn.data.partition (hw/workload.py imports partition_nodes from here until then)
+from gnn.data.partition import (  # noqa: F401
+    METHODS,
+    cached_partition_nodes,
+    graph_fingerprint,
+    halo_rows_total,
+    partition_cache_path,
+    partition_nodes,
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,82 +66,6 @@ class Partition:
                        degree=self.degree.to(device))
 
 
-def _check(num_nodes: int, num_parts: int, method: str) -> None:
-    if method not in METHODS:
-        raise ValueError(f"partition: unknown method {method!r}; valid: {', '.join(METHODS)}")
-    if num_parts < 1:
-        raise ValueError(f"partition: num_parts={num_parts}; need >= 1")
-    if num_parts > num_nodes:
-        raise ValueError(f"partition: {num_parts} parts for a graph of {num_nodes} nodes; "
-                         f"use at most {num_nodes} parts (one node per part)")
-
-
-def partition_nodes(edge_index: Tensor, num_nodes: int, num_parts: int, method: str = "metis",
-                    seed: int = 0) -> Tensor:
-    """Assign every node to a part, balanced on node count. Shapes: (2, E) -> (N,) int64 in [0, num_parts).
-
-    ``metis``: pymetis k-way on the symmetrised graph without self loops; ``random``: a seeded permutation dealt
-    round robin (exactly balanced). Every part is non-empty (checked).
-    """
-    _check(num_nodes, num_parts, method)
-    if num_parts == 1:
-        return torch.zeros(num_nodes, dtype=torch.long)
-    if method == "random":
-        g = torch.Generator().manual_seed(seed)
-        parts = torch.empty(num_nodes, dtype=torch.long)
-        parts[torch.randperm(num_nodes, generator=g)] = torch.arange(num_nodes) % num_parts
-        return parts
-    import pymetis
-
-    src, dst = edge_index.cpu().numpy()
-    keep = src != dst
-    src, dst = np.concatenate([src[keep], dst[keep]]), np.concatenate([dst[keep], src[keep]])
-    key = np.unique(src.astype(np.int64) * num_nodes + dst)  # dedupe, sort by (src, dst)
-    src, dst = key // num_nodes, key % num_nodes
-    xadj = np.zeros(num_nodes + 1, dtype=np.int64)
-    np.add.at(xadj, src + 1, 1)
-    xadj = np.cumsum(xadj)
-    opts = pymetis.Options(seed=seed)
-    _, membership = pymetis.part_graph(num_parts, pymetis.CSRAdjacency(xadj, dst), options=opts)
-    parts = torch.as_tensor(np.asarray(membership), dtype=torch.long)
-    sizes = torch.bincount(parts, minlength=num_parts)
-    if (sizes == 0).any():
-        raise RuntimeError(f"partition: METIS left parts empty (sizes {sizes.tolist()}); use method='random' "
-                           "or fewer parts")
-    return parts
-
-
-def graph_fingerprint(edge_index: Tensor, num_nodes: int) -> str:
-    """A short hash of the graph, stored with cached partitions so that a changed graph is never reused."""
-    h = hashlib.sha256(edge_index.cpu().numpy().tobytes())
-    h.update(str(num_nodes).encode())
-    return h.hexdigest()[:16]
-
-
-def partition_cache_path(dataset: str, num_parts: int, method: str, seed: int) -> Path:
-    from gnn.data.registry import cache_dir
-
-    return cache_dir() / "partitions" / f"{dataset}_p{num_parts}_{method}_s{seed}.pt"
-
-
-def cached_partition_nodes(dataset: str, edge_index: Tensor, num_nodes: int, num_parts: int,
-                           method: str = "metis", seed: int = 0) -> Tensor:
-    """`partition_nodes`, cached on disk per (dataset, parts, method, seed) under the dataset cache."""
-    _check(num_nodes, num_parts, method)
-    path = partition_cache_path(dataset, num_parts, method, seed)
-    fp = graph_fingerprint(edge_index, num_nodes)
-    if path.exists():
-        blob = torch.load(path, weights_only=True)
-        if blob.get("fingerprint") == fp:
-            return blob["parts"]
-    parts = partition_nodes(edge_index, num_nodes, num_parts, method, seed)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{torch.randint(1 << 30, ()).item()}")
-    torch.save({"parts": parts, "fingerprint": fp}, tmp)
-    tmp.replace(path)  # atomic: concurrent ranks never read a half-written file
-    return parts
-
-
 def build_partition(edge_index: Tensor, parts: Tensor, rank: int) -> Partition:
     """Rank ``rank``'s `Partition` from the global graph and the node -> part assignment.
 
@@ -168,9 +97,3 @@ def build_partition(edge_index: Tensor, parts: Tensor, rank: int) -> Partition:
     return Partition(rank=rank, num_parts=num_parts, owned=owned, halo=halo, recv_counts=recv_counts,
                      send_index=send_index, edge_index=local_ei, degree=degree[torch.cat([owned, halo])])
 
-
-def halo_rows_total(parts: Tensor, edge_index: Tensor) -> int:
-    """H: total halo rows over all (owner -> requester) pairs = rows moved per exchanged layer per direction."""
-    src, dst = edge_index
-    cross = parts[src] != parts[dst]
-    return int(torch.unique(torch.stack([parts[dst[cross]], src[cross]]), dim=1).size(1))

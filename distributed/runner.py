@@ -33,7 +33,7 @@ from torch import Tensor
 from distributed import checkpoint as ckpt
 from distributed.halo import ExchangeConfig
 from distributed.parallelize import ParallelConfig, parallelize_gnn
-from distributed.partition import METHODS, build_partition, cached_partition_nodes, partition_nodes
+from distributed.partition import build_partition
 from distributed.quantized import (
     SHARDED_ATTR,
     gather_quantized_model,
@@ -41,6 +41,7 @@ from distributed.quantized import (
     quant_penalty_local,
     to_global,
 )
+from gnn.data.partition import METHODS, cached_partition_nodes, partition_nodes
 from gnn.models import ARCHS, GNN, ModelConfig
 from gnn.trainer import sparse_input_pays
 

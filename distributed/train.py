@@ -26,9 +26,9 @@ import torch.distributed as dist
 from distributed.checkpoint import CheckpointError
 from distributed.codecs import CODECS
 from distributed.halo import ExchangeConfig
-from distributed.partition import METHODS
 from distributed.runner import CRASH_POINTS, QUANT_MODES, DistTrainConfig, train_rank
 from distributed.teardown import finish_process_groups, run_rank_main
+from gnn.data.partition import METHODS
 from gnn.models import ARCHS
 
 

@@ -13,8 +13,8 @@ import torch.nn.functional as F
 from distributed import codecs
 from distributed.halo import ExchangeConfig
 from distributed.launch import spawn
-from distributed.partition import cached_partition_nodes, halo_rows_total
 from distributed.runner import DistTrainConfig, train_many
+from gnn.data.partition import cached_partition_nodes, halo_rows_total
 from gnn.models import GNN, ModelConfig
 
 STEPS = 20

@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from distributed.partition import cached_partition_nodes, partition_nodes
 from distributed.runner import DistTrainConfig, check_layout
 from distributed.train import main
+from gnn.data.partition import cached_partition_nodes, partition_nodes
 
 
 def test_more_partitions_than_nodes(tmp_path, monkeypatch):

@@ -1,0 +1,160 @@
+"""Import layering of the project's packages (issue 34).
+
+Every ``import`` / ``from ... import`` in every ``.py`` file under ``PACKAGES`` is checked, at module level and
+inside functions, classes and ``if`` blocks alike (relative imports resolved; ``from pkg import name`` counts as
+importing the module ``pkg.name`` when that is a module of the repository). String-based imports
+(``importlib.import_module("quant.pipeline_steps")`` in ``gnn.pipeline``'s lazy steps) are not checked.
+
+The layers, bottom to top:
+
+* ``gnn``: imports no sibling package.
+* ``quant``: may import ``gnn``.
+* ``hw``: may import ``gnn.cli``, ``gnn.data`` (dataset workloads) and the numpy-only modules of ``quant`` (the
+  ``.qgraph`` reader ``quant.qgraph*``, ``quant.fixed_point``, ``quant.packing``, ``quant.adaptive_package``,
+  ``quant.storage``, ``quant.integer_*``); never ``distributed`` or ``graphtransformer``; and not ``torch``
+  itself (the accelerator model is numpy-only).
+* ``distributed``: may import ``gnn`` and ``quant``.
+* ``graphtransformer``: may import ``gnn``, ``quant`` and ``distributed`` (its codecs, launcher and teardown);
+  ``distributed`` never imports ``graphtransformer``.
+* ``benchmarks`` may import everything (not checked); no package imports ``benchmarks`` or ``tests``.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("gnn", "quant", "hw", "distributed", "graphtransformer")
+FIRST_PARTY = (*PACKAGES, "benchmarks", "tests")
+
+# Package -> first-party modules it may import besides its own. "a.b" allows a.b and a.b.*; "a.b*" allows every
+# module whose dotted name starts with "a.b".
+ALLOWED = {
+    "gnn": (),
+    "quant": ("gnn",),
+    "hw": ("gnn.cli", "gnn.data", "quant.qgraph*", "quant.fixed_point", "quant.packing", "quant.adaptive_package",
+           "quant.storage", "quant.integer_*"),
+    "distributed": ("gnn", "quant"),
+    "graphtransformer": ("gnn", "quant", "distributed"),
+}
+# Package -> third-party top-level modules it must not import.
+FORBIDDEN_THIRD_PARTY = {"hw": ("torch",)}
+
+# Today's violations: (importing module, imported module, reason, issue). To remove; this list may only shrink:
+# the test fails for a violation not listed here, and for a listed one that no longer occurs.
+ALLOWLIST = (
+    ("gnn.trainer", "quant.api", "trainer builds/quantizes/summarises A2Q models (lazy imports)", "issue 34"),
+    ("hw.workload", "distributed.partition", "metis_order: switch to gnn.data.partition", "issue 34"),
+    ("hw.workload", "torch", "metis_order wraps edge_index for the torch partitioner", "issue 34"),
+    ("hw.workload", "quant.export", ".qgraph reader; moving to quant.qgraph", "issue 34"),
+    ("hw.workload", "quant.export_gin", "aggregate-first GIN integer model; moving to quant.qgraph", "issue 34"),
+    ("hw.workload", "quant.export_sage", "aggregate-first SAGE integer model; moving to quant.qgraph", "issue 34"),
+    ("hw.simulate", "quant.export", ".qgraph reader and ExportError; moving to quant.qgraph", "issue 34"),
+    ("hw.tensor_traffic", "quant.export", ".qgraph reader and ExportError; moving to quant.qgraph", "issue 34"),
+    ("hw.tensor_traffic", "quant.export_transformer", "transformer point streams; moving to quant.qgraph",
+     "issue 34"),
+    ("hw.rtl.pipeline_step", "quant.export", ".qgraph reader; moving to quant.qgraph", "issue 34"),
+)
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO_ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_module(dotted: str) -> bool:
+    p = REPO_ROOT.joinpath(*dotted.split("."))
+    return p.with_suffix(".py").is_file() or (p / "__init__.py").is_file()
+
+
+def _imported(path: Path) -> set[str]:
+    """Modules imported anywhere in ``path``: dotted names for first-party ones, top-level names otherwise."""
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module
+            for alias in node.names:
+                sub = f"{source}.{alias.name}"
+                found.add(sub if _is_module(sub) else source)
+    return {m if m.split(".")[0] in FIRST_PARTY else m.split(".")[0] for m in found}
+
+
+def _allowed(package: str, target: str) -> bool:
+    top = target.split(".")[0]
+    if top == package:
+        return True
+    if top not in FIRST_PARTY:
+        return top not in FORBIDDEN_THIRD_PARTY.get(package, ())
+    for rule in ALLOWED[package]:
+        if rule.endswith("*") and target.startswith(rule[:-1]):
+            return True
+        if target == rule or target.startswith(rule + "."):
+            return True
+    return False
+
+
+def violations() -> set[tuple[str, str]]:
+    """(importing module, imported module) for every import that breaks the layering."""
+    found = set()
+    for package in PACKAGES:
+        for path in sorted((REPO_ROOT / package).rglob("*.py")):
+            module = _module_name(path)
+            found.update((module, target) for target in _imported(path) if not _allowed(package, target))
+    return found
+
+
+@pytest.fixture(scope="module")
+def found() -> set[tuple[str, str]]:
+    return violations()
+
+
+def test_packages_exist():
+    missing = [p for p in PACKAGES if not (REPO_ROOT / p).is_dir()]
+    assert not missing, f"packages not found: {missing}"
+
+
+def test_allowlist_well_formed():
+    keys = [(a, b) for a, b, _, _ in ALLOWLIST]
+    assert len(keys) == len(set(keys)), "duplicate allowlist entries"
+    for importer, target, reason, issue in ALLOWLIST:
+        assert importer.split(".")[0] in PACKAGES and reason and issue == "issue 34", (importer, target)
+
+
+def test_no_new_layering_violations(found):
+    allowed = {(a, b) for a, b, _, _ in ALLOWLIST}
+    new = sorted(found - allowed)
+    assert not new, "imports that break the package layering (see this file's docstring):\n" + "\n".join(
+        f"  {a} imports {b}" for a, b in new)
+
+
+def test_allowlist_only_shrinks(found):
+    stale = sorted({(a, b) for a, b, _, _ in ALLOWLIST} - found)
+    assert not stale, "allowlisted imports that no longer occur; remove them from ALLOWLIST:\n" + "\n".join(
+        f"  {a} -> {b}" for a, b in stale)
+
+
+def test_checker_sees_nested_relative_and_from_imports(tmp_path, monkeypatch):
+    """The import collector finds function-level, relative and ``from pkg import module`` imports."""
+    (tmp_path / "hw" / "sub").mkdir(parents=True)
+    (tmp_path / "quant").mkdir()
+    for f in ("hw/__init__.py", "hw/sub/__init__.py", "hw/other.py", "quant/__init__.py", "quant/packing.py"):
+        (tmp_path / f).write_text("")
+    src = tmp_path / "hw" / "sub" / "mod.py"
+    src.write_text("import numpy as np\nfrom .. import other\n\ndef f():\n    from quant import packing, x\n"
+                   "    import torch.nn\n    from ...distributed.partition import y\n")
+    monkeypatch.setitem(globals(), "REPO_ROOT", tmp_path)
+    got = _imported(src)
+    assert got == {"numpy", "hw.other", "quant.packing", "quant", "torch", "distributed.partition"}
+    assert [t for t in sorted(got) if not _allowed("hw", t)] == ["distributed.partition", "quant", "torch"]
