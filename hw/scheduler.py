@@ -116,176 +116,13 @@ class Simulator:
             nbytes = lt.weight_bytes(w_bits)
         return nbytes, nbytes <= self.buffers["weight"].capacity
 
-    def _layer_comb_first(self, wl, li: int, lt, prev_ready) -> list[float]:
-        cfg, st, dram, buf = self.cfg, self.stats, self.dram, self.buffers
-        n, f_in = lt.x_codes.shape
-        f_out = lt.xw_codes.shape[1]
-        tn = tile_nodes(cfg, f_out)
-        starts = np.arange(0, n, tn)
-        nt = starts.size
-        tile_of = lambda t: (int(starts[t]), int(min(n, starts[t] + tn)))  # noqa: E731
-        xl, wlay, ol = self._layout(lt.x_codes, lt.x_bits), self._layout(lt.xw_codes, lt.xw_bits), \
-            self._out_layout(lt, f_out)
-        self.input_layouts.append(xl)
-        x_reg = self._place(f"L{li}.x", xl, starts)
-        xw_reg = self._place(f"L{li}.xw", wlay, starts)
-        out_reg = self._place(f"L{li}.out", ol, starts)
-        w_bytes, w_fits = self._weights(lt, f_in, f_out)
-        w_base = self.amap.alloc(f"L{li}.weights", w_bytes)
-        bit_work_t = np.add.reduceat(xl.bit_work, starts)
-        plan = condense_plan(wl.indptr, wl.indices, tn) if cfg.condense_edge else None
-        groups = [range(g, min(nt, g + cfg.num_eid_fifos)) for g in range(0, nt, cfg.num_eid_fifos)]
-        cond_base = self.amap.alloc(f"L{li}.condensed", int(wlay.row_bytes[plan.pair_src].sum()) if plan else 0)
-        share = buf["sparse"].capacity // max(1, min(nt, cfg.num_eid_fifos))
-        cond_off = np.zeros(nt, np.int64)
-        if plan:
-            cb = np.bincount(plan.pair_dst_tile, weights=wlay.row_bytes[plan.pair_src], minlength=nt)
-            cond_off = (np.cumsum(cb) - cb).astype(np.int64)
-        cond_fill = np.zeros(nt, np.int64)  # bytes of each subgraph's condensed region written so far
-
-        def condense_pass(t: int, start: float, group: range) -> float:
-            lo, hi = tile_of(t)
-            st["condense"].work_items += hi - lo
-            m = (plan.pair_src >= lo) & (plan.pair_src < hi) & (plan.pair_dst_tile >= group.start) & (
-                plan.pair_dst_tile < group.stop)
-            done = start + condense_cycles(hi - lo)
-            eids = int(m.sum()) * EID_BYTES  # FIFO refills: the eIDs popped by this tile's hits
-            done = max(done, dram.request(start, self.amap.alloc(f"L{li}.eids.{t}.{group.start}", eids), eids,
-                                          write=False, tensor="eids"))
-            if m.any():
-                rb = np.bincount(plan.pair_dst_tile[m], weights=wlay.row_bytes[plan.pair_src[m]], minlength=nt)
-                for d in np.flatnonzero(rb):
-                    nb = int(rb[d])
-                    spill = max(0, cond_fill[d] + nb - share) - max(0, cond_fill[d] - share)
-                    buf["sparse"].write(nb - spill)
-                    if spill:
-                        done = max(done, dram.request(start, cond_base + int(cond_off[d] + cond_fill[d]), spill,
-                                                      write=True, tensor="condensed"))
-                    cond_fill[d] += nb
-            st["condense"].busy_cycles += condense_cycles(hi - lo)
-            return done
-
-        def load_x(t: int, s: float) -> float:
-            done, nbytes = self._stream(s, f"L{li}.x", x_reg, t, write=False)
-            buf["input"].write(nbytes)
-            buf["weight"].record(1, int(w_fits and t > 0))
-            if t == 0 or not w_fits:
-                done = max(done, dram.request(s, w_base, w_bytes, write=False, tensor="weights"))
-                buf["weight"].write(min(w_bytes, buf["weight"].capacity))
-            return done
-
-        dec_x = np.add.reduceat(xl.decode_work, starts)
-        dec_xw = np.add.reduceat(wlay.decode_work, starts)
-        dec_out = np.add.reduceat(ol.decode_work, starts)
-
-        def decode_c(t: int, s: float) -> float:
-            nbytes = sum(int(v[2][t]) for v in x_reg.values())
-            buf["input"].read(nbytes)
-            self.ops["codec_bytes"] += nbytes if cfg.feature_format != "dense" else 0
-            st["decoder"].work_items += int(dec_x[t])
-            return s + decode_cycles(int(dec_x[t]), cfg.num_decoders)
-
-        def combine(t: int, s: float) -> float:
-            lo, hi = tile_of(t)
-            buf["weight"].read(w_bytes)
-            if cfg.comb_bit_serial:
-                work = int(bit_work_t[t])
-                self.ops["bit_cycles"] += work * f_out
-                st["combination"].work_items += work
-                return s + bitserial_cycles(cfg, work, f_out)
-            self.ops["macs"] += (hi - lo) * f_in * f_out
-            st["combination"].work_items += (hi - lo) * f_in * f_out
-            return s + mac_cycles(cfg, hi - lo, f_in, f_out)
-
-        def writeback_c(t: int, s: float) -> float:
-            done, nbytes = self._stream(s, f"L{li}.xw", xw_reg, t, write=True)
-            buf["combination"].write(nbytes)
-            lo, hi = tile_of(t)
-            done = max(done, s + decode_cycles(int(dec_xw[t]), cfg.num_decoders),
-                       s + requant_cycles((hi - lo) * f_out) // cfg.num_requant_units)
-            if plan is not None:
-                done = max(done, condense_pass(t, s, groups[0]))
-            return done
-
-        c_ready = self._ready_for(prev_ready, n, tn)
-        stages = [Stage(name=k, stats=st[k], service=f) for k, f in
-                  [("load_x", load_x), ("decoder", decode_c), ("combination", combine), ("writeback_c", writeback_c)]]
-        end_c = run_pipeline(stages, nt, c_ready)[-1]
-        group_done = {0: max(end_c)}
-        for gi, group in enumerate(groups[1:] if plan else [], start=1):  # extra Condense-Edge passes over XW
-            def reread(t: int, s: float) -> float:
-                return self._stream(s, f"L{li}.xw_reread", {k: v for k, v in xw_reg.items()}, t, write=False)[0]
-            extra = [Stage(name="reread", stats=st["reread"], service=reread),
-                     Stage(name="condense", stats=StageStats(), service=lambda t, s, g=group: condense_pass(t, s, g))]
-            # one re-read engine: a pass starts once the previous one (of this or an earlier layer) has read its
-            # last tile, and tile t no earlier than its combination (end_c[t])
-            ends = run_pipeline(extra, nt, [max(e, self.reread_free) for e in end_c])
-            self.reread_free, group_done[gi] = ends[0][-1], max(ends[-1])
-        # ---- phase A: aggregation over destination tiles --------------------------------------------------
-        src = wl.indices
-        groups_a = cfg.num_agg_units // cfg.agg_lanes
-        beats_t = np.add.reduceat(np.maximum(np.diff(wl.indptr), 1), starts) * -(-f_out // cfg.agg_lanes)
-        edges_base = self.amap.alloc(f"L{li}.edges", 4 * (n + 1 + src.size))
-        src_tiles_of = [np.unique(src[wl.indptr[lo]:wl.indptr[hi]] // tn) for lo, hi in map(tile_of, range(nt))]
-        a_ready = [max(max(end_c[s] for s in src_tiles_of[d]) if src_tiles_of[d].size else end_c[d],
-                       group_done[d // cfg.num_eid_fifos] if plan else 0.0) for d in range(nt)]
-        row_off = np.cumsum(wlay.row_bytes) - wlay.row_bytes
-        rows_base = self.amap.alloc(f"L{li}.xw_rows", int(wlay.row_bytes.sum()))
-
-        def load_a(d: int, s: float) -> float:
-            lo, hi = tile_of(d)
-            e0, e1 = int(wl.indptr[lo]), int(wl.indptr[hi])
-            eb = 4 * (e1 - e0 + hi - lo + 1)
-            buf["edge"].write(eb)
-            done = dram.request(s, edges_base + 4 * (e0 + lo), eb, write=False, tensor="edges")
-            own, _ = self._stream(s, f"L{li}.xw", xw_reg, d, write=False)  # the tile's own XW block
-            done = max(done, own)
-            cross = np.unique(src[e0:e1])
-            cross = cross[(cross < lo) | (cross >= hi)]
-            if cfg.source_reads == "condensed":
-                nb = int(wlay.row_bytes[cross].sum())
-                on_chip = min(nb, share)
-                buf["sparse"].record(cross.size, int(np.searchsorted(np.cumsum(wlay.row_bytes[cross]), share,
-                                                                      side="right")))
-                buf["sparse"].read(on_chip)
-                if nb > on_chip:
-                    done = max(done, dram.request(s, cond_base + int(cond_off[d]) + on_chip, nb - on_chip,
-                                                  write=False, tensor="condensed"))
-            elif cfg.source_reads == "rows":
-                for j in cross.tolist():
-                    if not buf["combination"].lookup(j, int(wlay.row_bytes[j])):
-                        done = max(done, dram.request(s, rows_base + int(row_off[j]), int(wlay.row_bytes[j]),
-                                                      write=False, tensor="xw.rows"))
-            else:  # src_tiles: 2-D tiling, a touched source tile is fetched whole
-                for k in np.unique(cross // tn).tolist():
-                    size = sum(int(v[2][k]) for v in xw_reg.values())
-                    if not buf["combination"].lookup(("tile", k), size):
-                        done = max(done, self._stream(s, f"L{li}.xw_tiles", xw_reg, k, write=False)[0])
-            return done
-
-        def decode_a(d: int, s: float) -> float:  # the tile's own block; condensed rows are decoded on the fly
-            st["decoder"].work_items += int(dec_xw[d])
-            return s + decode_cycles(int(dec_xw[d]), cfg.num_decoders)
-
-        def aggregate(d: int, s: float) -> float:
-            lo, hi = tile_of(d)
-            acc = int(wl.indptr[hi] - wl.indptr[lo]) * f_out
-            self.ops["accumulations"] += acc
-            st["aggregation"].work_items += int(beats_t[d])
-            buf["aggregation"].read(acc * cfg.psum_bits // 8)
-            buf["aggregation"].write(acc * cfg.psum_bits // 8)
-            return s + aggregation_cycles(int(beats_t[d]), groups_a)
-
-        def writeback_a(d: int, s: float) -> float:
-            lo, hi = tile_of(d)
-            done, nbytes = self._stream(s, f"L{li}.out", out_reg, d, write=True)
-            return max(done, s + decode_cycles(int(dec_out[d]), cfg.num_decoders),
-                       s + requant_cycles((hi - lo) * f_out) // cfg.num_requant_units)
-
-        stages = [Stage(name=k, stats=st[k], service=f) for k, f in
-                  [("load_a", load_a), ("decoder", decode_a), ("aggregation", aggregate),
-                   ("writeback_a", writeback_a)]]
-        return tn, run_pipeline(stages, nt, a_ready)[-1]
+    def _layer_comb_first(self, wl, li: int, lt, prev_ready) -> tuple[int, list[float]]:
+        """Combination-first layer: phase C over node tiles, the extra Condense-Edge passes, then phase A over
+        destination tiles (``_CombFirstLayer``)."""
+        layer = _CombFirstLayer(self, wl, li, lt)
+        end_c = layer.combination_phase(prev_ready)
+        group_done = layer.extra_condense_passes(end_c)
+        return layer.tn, layer.aggregation_phase(end_c, group_done)
 
     def _pass_cost(self, cp, rows: int, bit_work: int) -> tuple[float, int]:
         """(cycles, work items) of one combination pass over a tile of ``rows`` nodes: bit-serial over the pass's
@@ -414,3 +251,238 @@ class Simulator:
         ptn, ends = prev
         nodes = np.concatenate([np.arange(lo, hi), wl.indices[wl.indptr[lo]:wl.indptr[hi]]])
         return max(ends[k] for k in np.unique(nodes // ptn).tolist())
+
+
+class _CombFirstLayer:
+    """One combination-first layer on a ``Simulator``: its tiles, stream regions, decode work and Condense-Edge
+    plan, and the stage services of phase C (``load_x`` -> ``decoder`` -> ``combination`` -> ``writeback_c``), of
+    the extra Condense-Edge passes (``reread`` -> condense) and of phase A (``load_a`` -> ``decoder`` ->
+    ``aggregation`` -> ``writeback_a``). DRAM regions are allocated in the order the phases reach them."""
+
+    def __init__(self, sim: Simulator, wl, li: int, lt) -> None:
+        cfg = sim.cfg
+        self.sim, self.cfg, self.wl, self.li = sim, cfg, wl, li
+        self.st, self.dram, self.buf, self.amap = sim.stats, sim.dram, sim.buffers, sim.amap
+        self.n, self.f_in = lt.x_codes.shape
+        self.f_out = lt.xw_codes.shape[1]
+        self.tn = tile_nodes(cfg, self.f_out)
+        self.starts = np.arange(0, self.n, self.tn)
+        self.nt = self.starts.size
+        self._place_streams(lt)
+        self._plan_condense()
+        self.dec_x = np.add.reduceat(self.xl.decode_work, self.starts)
+        self.dec_xw = np.add.reduceat(self.wlay.decode_work, self.starts)
+        self.dec_out = np.add.reduceat(self.ol.decode_work, self.starts)
+
+    def _place_streams(self, lt) -> None:
+        """Layouts of X, XW and the output; their stream regions and the weights' region."""
+        sim, li, starts = self.sim, self.li, self.starts
+        self.xl, self.wlay, self.ol = sim._layout(lt.x_codes, lt.x_bits), sim._layout(lt.xw_codes, lt.xw_bits), \
+            sim._out_layout(lt, self.f_out)
+        sim.input_layouts.append(self.xl)
+        self.x_reg = sim._place(f"L{li}.x", self.xl, starts)
+        self.xw_reg = sim._place(f"L{li}.xw", self.wlay, starts)
+        self.out_reg = sim._place(f"L{li}.out", self.ol, starts)
+        self.w_bytes, self.w_fits = sim._weights(lt, self.f_in, self.f_out)
+        self.w_base = self.amap.alloc(f"L{li}.weights", self.w_bytes)
+        self.bit_work_t = np.add.reduceat(self.xl.bit_work, starts)
+
+    def _plan_condense(self) -> None:
+        """Condense-Edge plan, eID-FIFO groups of subgraphs, the condensed region and each subgraph's share of it."""
+        cfg, wl, nt, wlay = self.cfg, self.wl, self.nt, self.wlay
+        plan = self.plan = condense_plan(wl.indptr, wl.indices, self.tn) if cfg.condense_edge else None
+        self.groups = [range(g, min(nt, g + cfg.num_eid_fifos)) for g in range(0, nt, cfg.num_eid_fifos)]
+        self.cond_base = self.amap.alloc(f"L{self.li}.condensed",
+                                         int(wlay.row_bytes[plan.pair_src].sum()) if plan else 0)
+        self.share = self.buf["sparse"].capacity // max(1, min(nt, cfg.num_eid_fifos))
+        self.cond_off = np.zeros(nt, np.int64)
+        if plan:
+            cb = np.bincount(plan.pair_dst_tile, weights=wlay.row_bytes[plan.pair_src], minlength=nt)
+            self.cond_off = (np.cumsum(cb) - cb).astype(np.int64)
+        self.cond_fill = np.zeros(nt, np.int64)  # bytes of each subgraph's condensed region written so far
+
+    def tile_of(self, t: int) -> tuple[int, int]:
+        return int(self.starts[t]), int(min(self.n, self.starts[t] + self.tn))
+
+    def _stages(self, steps) -> list[Stage]:
+        return [Stage(name=k, stats=self.st[k], service=f) for k, f in steps]
+
+    # ---- Condense-Edge -------------------------------------------------------------------------------------
+    def condense_pass(self, t: int, start: float, group: range) -> float:
+        """Condense the XW rows of tile ``t`` into the subgraphs of ``group`` that read them."""
+        plan, st, dram, nt = self.plan, self.st, self.dram, self.nt
+        lo, hi = self.tile_of(t)
+        st["condense"].work_items += hi - lo
+        m = (plan.pair_src >= lo) & (plan.pair_src < hi) & (plan.pair_dst_tile >= group.start) & (
+            plan.pair_dst_tile < group.stop)
+        done = start + condense_cycles(hi - lo)
+        eids = int(m.sum()) * EID_BYTES  # FIFO refills: the eIDs popped by this tile's hits
+        done = max(done, dram.request(start, self.amap.alloc(f"L{self.li}.eids.{t}.{group.start}", eids), eids,
+                                      write=False, tensor="eids"))
+        if m.any():
+            rb = np.bincount(plan.pair_dst_tile[m], weights=self.wlay.row_bytes[plan.pair_src[m]], minlength=nt)
+            done = self._write_condensed(start, done, rb)
+        st["condense"].busy_cycles += condense_cycles(hi - lo)
+        return done
+
+    def _write_condensed(self, start: float, done: float, rb: np.ndarray) -> float:
+        """Append ``rb[d]`` condensed bytes to each subgraph ``d``: on chip up to its share, the rest to DRAM."""
+        cond_fill, share = self.cond_fill, self.share
+        for d in np.flatnonzero(rb):
+            nb = int(rb[d])
+            spill = max(0, cond_fill[d] + nb - share) - max(0, cond_fill[d] - share)
+            self.buf["sparse"].write(nb - spill)
+            if spill:
+                done = max(done, self.dram.request(start, self.cond_base + int(self.cond_off[d] + cond_fill[d]),
+                                                   spill, write=True, tensor="condensed"))
+            cond_fill[d] += nb
+        return done
+
+    # ---- phase C: combination over node tiles --------------------------------------------------------------
+    def load_x(self, t: int, s: float) -> float:
+        buf = self.buf
+        done, nbytes = self.sim._stream(s, f"L{self.li}.x", self.x_reg, t, write=False)
+        buf["input"].write(nbytes)
+        buf["weight"].record(1, int(self.w_fits and t > 0))
+        if t == 0 or not self.w_fits:
+            done = max(done, self.dram.request(s, self.w_base, self.w_bytes, write=False, tensor="weights"))
+            buf["weight"].write(min(self.w_bytes, buf["weight"].capacity))
+        return done
+
+    def decode_c(self, t: int, s: float) -> float:
+        cfg = self.cfg
+        nbytes = sum(int(v[2][t]) for v in self.x_reg.values())
+        self.buf["input"].read(nbytes)
+        self.sim.ops["codec_bytes"] += nbytes if cfg.feature_format != "dense" else 0
+        self.st["decoder"].work_items += int(self.dec_x[t])
+        return s + decode_cycles(int(self.dec_x[t]), cfg.num_decoders)
+
+    def combine(self, t: int, s: float) -> float:
+        cfg, st, ops, f_in, f_out = self.cfg, self.st, self.sim.ops, self.f_in, self.f_out
+        lo, hi = self.tile_of(t)
+        self.buf["weight"].read(self.w_bytes)
+        if cfg.comb_bit_serial:
+            work = int(self.bit_work_t[t])
+            ops["bit_cycles"] += work * f_out
+            st["combination"].work_items += work
+            return s + bitserial_cycles(cfg, work, f_out)
+        ops["macs"] += (hi - lo) * f_in * f_out
+        st["combination"].work_items += (hi - lo) * f_in * f_out
+        return s + mac_cycles(cfg, hi - lo, f_in, f_out)
+
+    def writeback_c(self, t: int, s: float) -> float:
+        cfg = self.cfg
+        done, nbytes = self.sim._stream(s, f"L{self.li}.xw", self.xw_reg, t, write=True)
+        self.buf["combination"].write(nbytes)
+        lo, hi = self.tile_of(t)
+        done = max(done, s + decode_cycles(int(self.dec_xw[t]), cfg.num_decoders),
+                   s + requant_cycles((hi - lo) * self.f_out) // cfg.num_requant_units)
+        if self.plan is not None:
+            done = max(done, self.condense_pass(t, s, self.groups[0]))
+        return done
+
+    def combination_phase(self, prev_ready) -> list[float]:
+        """Run phase C; returns the end cycle of each tile."""
+        c_ready = self.sim._ready_for(prev_ready, self.n, self.tn)
+        stages = self._stages([("load_x", self.load_x), ("decoder", self.decode_c), ("combination", self.combine),
+                               ("writeback_c", self.writeback_c)])
+        return run_pipeline(stages, self.nt, c_ready)[-1]
+
+    def reread(self, t: int, s: float) -> float:
+        return self.sim._stream(s, f"L{self.li}.xw_reread", self.xw_reg, t, write=False)[0]
+
+    def extra_condense_passes(self, end_c: list[float]) -> dict[int, float]:
+        """Extra Condense-Edge passes over XW, one per eID-FIFO group after the first, on the one re-read engine;
+        returns group index -> end cycle of its condensed data."""
+        sim = self.sim
+        group_done = {0: max(end_c)}
+        for gi, group in enumerate(self.groups[1:] if self.plan else [], start=1):
+            extra = [Stage(name="reread", stats=self.st["reread"], service=self.reread),
+                     Stage(name="condense", stats=StageStats(),
+                           service=lambda t, s, g=group: self.condense_pass(t, s, g))]
+            # one re-read engine: a pass starts once the previous one (of this or an earlier layer) has read its
+            # last tile, and tile t no earlier than its combination (end_c[t])
+            ends = run_pipeline(extra, self.nt, [max(e, sim.reread_free) for e in end_c])
+            sim.reread_free, group_done[gi] = ends[0][-1], max(ends[-1])
+        return group_done
+
+    # ---- phase A: aggregation over destination tiles -------------------------------------------------------
+    def _place_aggregation(self) -> None:
+        """Edge list and XW row regions, each tile's aggregation beats and the tiles its sources live in."""
+        cfg, wl, li, wlay = self.cfg, self.wl, self.li, self.wlay
+        src = wl.indices
+        self.beats_t = np.add.reduceat(np.maximum(np.diff(wl.indptr), 1), self.starts) * -(-self.f_out //
+                                                                                             cfg.agg_lanes)
+        self.edges_base = self.amap.alloc(f"L{li}.edges", 4 * (self.n + 1 + src.size))
+        self.src_tiles_of = [np.unique(src[wl.indptr[lo]:wl.indptr[hi]] // self.tn)
+                             for lo, hi in map(self.tile_of, range(self.nt))]
+        self.row_off = np.cumsum(wlay.row_bytes) - wlay.row_bytes
+        self.rows_base = self.amap.alloc(f"L{li}.xw_rows", int(wlay.row_bytes.sum()))
+
+    def load_a(self, d: int, s: float) -> float:
+        wl, buf = self.wl, self.buf
+        lo, hi = self.tile_of(d)
+        e0, e1 = int(wl.indptr[lo]), int(wl.indptr[hi])
+        eb = 4 * (e1 - e0 + hi - lo + 1)
+        buf["edge"].write(eb)
+        done = self.dram.request(s, self.edges_base + 4 * (e0 + lo), eb, write=False, tensor="edges")
+        own, _ = self.sim._stream(s, f"L{self.li}.xw", self.xw_reg, d, write=False)  # the tile's own XW block
+        done = max(done, own)
+        cross = np.unique(wl.indices[e0:e1])
+        cross = cross[(cross < lo) | (cross >= hi)]
+        return self._load_sources(d, s, done, cross)
+
+    def _load_sources(self, d: int, s: float, done: float, cross: np.ndarray) -> float:
+        """Fetch the cross-tile source rows of tile ``d`` by the configured ``source_reads`` policy."""
+        cfg, dram, buf, wlay, share = self.cfg, self.dram, self.buf, self.wlay, self.share
+        if cfg.source_reads == "condensed":
+            nb = int(wlay.row_bytes[cross].sum())
+            on_chip = min(nb, share)
+            buf["sparse"].record(cross.size, int(np.searchsorted(np.cumsum(wlay.row_bytes[cross]), share,
+                                                                  side="right")))
+            buf["sparse"].read(on_chip)
+            if nb > on_chip:
+                done = max(done, dram.request(s, self.cond_base + int(self.cond_off[d]) + on_chip, nb - on_chip,
+                                              write=False, tensor="condensed"))
+        elif cfg.source_reads == "rows":
+            for j in cross.tolist():
+                if not buf["combination"].lookup(j, int(wlay.row_bytes[j])):
+                    done = max(done, dram.request(s, self.rows_base + int(self.row_off[j]), int(wlay.row_bytes[j]),
+                                                  write=False, tensor="xw.rows"))
+        else:  # src_tiles: 2-D tiling, a touched source tile is fetched whole
+            for k in np.unique(cross // self.tn).tolist():
+                size = sum(int(v[2][k]) for v in self.xw_reg.values())
+                if not buf["combination"].lookup(("tile", k), size):
+                    done = max(done, self.sim._stream(s, f"L{self.li}.xw_tiles", self.xw_reg, k, write=False)[0])
+        return done
+
+    def decode_a(self, d: int, s: float) -> float:  # the tile's own block; condensed rows are decoded on the fly
+        self.st["decoder"].work_items += int(self.dec_xw[d])
+        return s + decode_cycles(int(self.dec_xw[d]), self.cfg.num_decoders)
+
+    def aggregate(self, d: int, s: float) -> float:
+        cfg, buf = self.cfg, self.buf
+        lo, hi = self.tile_of(d)
+        acc = int(self.wl.indptr[hi] - self.wl.indptr[lo]) * self.f_out
+        self.sim.ops["accumulations"] += acc
+        self.st["aggregation"].work_items += int(self.beats_t[d])
+        buf["aggregation"].read(acc * cfg.psum_bits // 8)
+        buf["aggregation"].write(acc * cfg.psum_bits // 8)
+        return s + aggregation_cycles(int(self.beats_t[d]), cfg.num_agg_units // cfg.agg_lanes)
+
+    def writeback_a(self, d: int, s: float) -> float:
+        cfg = self.cfg
+        lo, hi = self.tile_of(d)
+        done, _ = self.sim._stream(s, f"L{self.li}.out", self.out_reg, d, write=True)
+        return max(done, s + decode_cycles(int(self.dec_out[d]), cfg.num_decoders),
+                   s + requant_cycles((hi - lo) * self.f_out) // cfg.num_requant_units)
+
+    def aggregation_phase(self, end_c: list[float], group_done: dict[int, float]) -> list[float]:
+        """Run phase A; a destination tile waits for the combination of its own and its sources' tiles and, with
+        Condense-Edge, for its eID-FIFO group's condensed data. Returns the end cycle of each tile."""
+        self._place_aggregation()
+        a_ready = [max(max(end_c[s] for s in self.src_tiles_of[d]) if self.src_tiles_of[d].size else end_c[d],
+                       group_done[d // self.cfg.num_eid_fifos] if self.plan else 0.0) for d in range(self.nt)]
+        stages = self._stages([("load_a", self.load_a), ("decoder", self.decode_a), ("aggregation", self.aggregate),
+                               ("writeback_a", self.writeback_a)])
+        return run_pipeline(stages, self.nt, a_ready)[-1]
