@@ -286,6 +286,19 @@ def train_rank(cfg: DistTrainConfig, log=print) -> dict:
         torch.set_default_dtype(previous)
 
 
+def _epoch_record(model, epoch: int, loss: float, seconds: float, device: torch.device) -> dict:
+    """The epoch's log record, the same on every rank: loss and exchanged bytes summed over ranks, the epoch's
+    and the communication wait's seconds the slowest rank's."""
+    stats = torch.tensor([loss, seconds, float(model.counter.epoch_bytes(epoch)), model.counter.seconds[epoch]],
+                         dtype=torch.float64, device=device)
+    dist.all_reduce(stats[:1])
+    dist.all_reduce(stats[2:3])
+    dist.all_reduce(stats[1:2], op=dist.ReduceOp.MAX)
+    dist.all_reduce(stats[3:4], op=dist.ReduceOp.MAX)
+    return {"epoch": epoch, "loss": stats[0].item(), "epoch_s": stats[1].item(),
+            "exchange_bytes": int(stats[2].item()), "comm_wait_s": stats[3].item()}
+
+
 def _train_rank(cfg: DistTrainConfig, log) -> dict:
     from gnn.data.loaders import load_dataset
 
@@ -354,15 +367,7 @@ def _train_rank(cfg: DistTrainConfig, log) -> dict:
         (loss + penalty).backward()
         model.sync_gradients()
         opt.step()
-        stats = torch.tensor([loss.item(), time.perf_counter() - t0,
-                              float(model.counter.epoch_bytes(epoch)), model.counter.seconds[epoch]],
-                             dtype=torch.float64, device=device)
-        dist.all_reduce(stats[:1])
-        dist.all_reduce(stats[2:3])
-        dist.all_reduce(stats[1:2], op=dist.ReduceOp.MAX)
-        dist.all_reduce(stats[3:4], op=dist.ReduceOp.MAX)
-        rec = {"epoch": epoch, "loss": stats[0].item(), "epoch_s": stats[1].item(),
-               "exchange_bytes": int(stats[2].item()), "comm_wait_s": stats[3].item()}
+        rec = _epoch_record(model, epoch, loss.item(), time.perf_counter() - t0, device)
         if (epoch + 1) % cfg.eval_every == 0 or epoch == cfg.epochs - 1:
             rec.update(evaluate(model, x_own, ei, y_own, idx, totals))
             if rec["val_acc"] > best["val"]:
