@@ -25,8 +25,9 @@ import numpy as np
 
 from quant.integer_gin import gin_graph, gin_layer_trace
 from quant.integer_sage import sage_graph, sage_layer_trace
+from quant.qgraph import AGGREGATION_FIRST, archs_with_dataflow
 
-ARCHS = ("gin", "sage")
+ARCHS = tuple(sorted(archs_with_dataflow(AGGREGATION_FIRST)))  # GIN, GraphSAGE: quant.qgraph.ARCH_FORMATS
 
 
 @dataclass(frozen=True, kw_only=True)

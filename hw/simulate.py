@@ -22,6 +22,7 @@ from hw.config import PRESETS, ConfigError, load_config, preset
 from hw.plots import plot_result
 from hw.report import run_simulation
 from hw.workload import ORDERS, workload_from_export, workload_from_graph
+from quant.qgraph import ExportError, load
 
 
 def summary(result: dict) -> str:
@@ -79,8 +80,6 @@ def main(argv: list[str] | None = None) -> dict:
     if args.hidden is not None or args.order is not None:
         p.error("--hidden and --order shape dataset workloads; an export keeps its trained widths and node order "
                 "(drop them, or give a dataset name)")
-    from quant.export import ExportError
-
     try:
         return _simulate_export(args, cfg)
     except ExportError as e:
@@ -88,9 +87,8 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 def _simulate_export(args: argparse.Namespace, cfg) -> dict:
-    """Load, validate and simulate the export at ``args.workload`` (a graph transformer: its tensor traffic)."""
-    from quant.export import load
-
+    """Load, validate and simulate the export at ``args.workload`` (a graph transformer: its tensor traffic); the
+    export is read with numpy only (:mod:`quant.qgraph`)."""
     q = load(args.workload)
     if q.arch == "gat":
         raise UsageError(f"{args.workload} is a GAT export; the accelerator model simulates GCN, GIN and GraphSAGE "

@@ -19,8 +19,8 @@ from hw.timing import decoder_stream_cycles
 
 def feature_traffic(source) -> list[dict]:
     """One row per node tensor of a graph-transformer export (a path or a loaded ``QGraph``)."""
-    from quant.export import ExportError, load
-    from quant.export_transformer import point_streams
+    from quant.qgraph import ExportError, load
+    from quant.qgraph_transformer import point_streams
 
     q = load(source) if isinstance(source, str | Path) else source
     if not q.is_graph_transformer:

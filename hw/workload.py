@@ -2,8 +2,8 @@
 
 Two sources:
 
-* :func:`workload_from_export` — a quantized export of a trained model (``quant/export.py``, written elsewhere;
-  a hook until it exists).
+* :func:`workload_from_export` — a quantized ``.qgraph`` export of a trained model, read with numpy only
+  (:mod:`quant.qgraph`; no torch).
 * :func:`workload_from_graph` — a dataset or synthetic topology with **bitwidths from a degree rule** (label:
   ``"degree-rule"``; not learned): ``bits_i = clip(2 + floor(log2(1 + indeg_i)), 2, 8)`` (higher in-degree ->
   more bits, the direction A2Q/MEGA report), random 4-bit weights (seeded), power-of-two steps calibrated on
@@ -22,12 +22,17 @@ from pathlib import Path
 
 import numpy as np
 
-from hw.aggregate_first import gin_layers, golden_graph, sage_layers
+from hw import aggregate_first
+from hw.aggregate_first import golden_graph
 from quant.fixed_point import code_limit
 from quant.integer_gnn import QuantizedGCN, QuantizedGCNLayer, fake_quant, gcn_forward_reference, gcn_graph
+from quant.qgraph import AGGREGATION_FIRST, ARCH_FORMATS, archs_with_dataflow, check_arch, load, reader
 
 BITS_RULE = "degree-rule: bits = clip(2 + floor(log2(1 + in_degree)), 2, 8)"
-AGGREGATE_FIRST = {"gin": ("GIN", gin_layers), "sage": ("GraphSAGE", sage_layers)}  # export arch -> layers
+# export arch -> (display name, hw.aggregate_first.<arch>_layers) of every arch quant.qgraph.ARCH_FORMATS runs
+# aggregation-first
+AGGREGATE_FIRST = {arch: (ARCH_FORMATS[arch].name, getattr(aggregate_first, f"{arch}_layers"))
+                   for arch in archs_with_dataflow(AGGREGATION_FIRST)}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -174,7 +179,7 @@ def metis_order(edge_index: np.ndarray, num_nodes: int, part_nodes: int = 256, s
     """
     import torch
 
-    from distributed.partition import partition_nodes
+    from gnn.data.partition import partition_nodes
 
     num_parts = max(1, -(-num_nodes // part_nodes))
     parts = partition_nodes(torch.as_tensor(edge_index), num_nodes, num_parts, "metis", seed).numpy()
@@ -210,23 +215,15 @@ def workload_from_graph(name: str, hidden: int = 128, num_classes: int = 16, see
 
 
 def workload_from_export(source) -> Workload:
-    """Workload of a quantized ``.qgraph`` export (a path, read with ``quant.export.load``, or an already loaded
+    """Workload of a quantized ``.qgraph`` export (a path, read with ``quant.qgraph.load``, or an already loaded
     ``QGraph``; learned bits). Reference outputs are the exported ``layer<l>.out`` arrays; XW codes the exported
     ``layer<l>.xw_codes``. Per-channel XW bitwidths are widened to per-node rows (see ``node_xw_bits``). GIN and
     GraphSAGE exports give aggregation-first layers (:mod:`hw.aggregate_first`); GAT and graph-transformer exports
     are refused."""
     if isinstance(source, str | Path):
-        try:
-            from quant.export import load
-        except ImportError as err:
-            raise NotImplementedError(
-                f"workload_from_export({source!r}): quant/export.py (with load()) is not available; simulate a "
-                "dataset instead (e.g. `python -m hw.simulate cora`)") from err
         q, path = load(source), Path(source)
     else:
         q, path = source, Path(source.path)
-    from quant.export import check_arch
-
     check_arch(q.arch, f"hw.workload: {path}")  # an unknown arch is never simulated as a GCN
     name = str(q.manifest.get("name", Path(path).stem))
     if q.arch in AGGREGATE_FIRST:
@@ -253,10 +250,8 @@ def workload_from_export(source) -> Workload:
 
 def _aggregate_first_workload(q, name: str) -> Workload:
     """A GIN or GraphSAGE export's workload (:mod:`hw.aggregate_first`)."""
-    from quant import export_gin, export_sage
-
     label, layers_of = AGGREGATE_FIRST[q.arch]
-    model = {"gin": export_gin, "sage": export_sage}[q.arch].integer_model(q)
+    model = reader(q.arch).integer_model(q)  # numpy only (quant.qgraph_gin / quant.qgraph_sage)
     ei = np.asarray(q["graph.edge_index"], dtype=np.int64)
     indptr, indices, _ = golden_graph(q.arch, ei, model.x_codes.shape[0])
     if any(meta.get("hid_scheme") == "fixed" for meta in q.manifest.get("layers", [])):

@@ -17,6 +17,7 @@ E' = the given edges without self loops plus one self loop per node; manifest ``
   ``acc``, ``out``, ``out_unit``; plus ``logits``.
 
 The accelerator model (``hw/``) simulates GCN, GIN and GraphSAGE layers and refuses these exports with a message.
+This module writes them (it needs torch); :mod:`quant.qgraph_gat` reads them back with numpy only.
 """
 
 from __future__ import annotations
@@ -25,16 +26,9 @@ import numpy as np
 
 from quant import packing
 from quant.convert_gat import ConvertedGAT
-from quant.integer_gat import QuantizedGAT, QuantizedGATLayer, gat_constants, gat_graph, gat_layer_trace
+from quant.integer_gat import QuantizedGATLayer, gat_constants, gat_graph, gat_layer_trace
+from quant.qgraph_gat import ARCH, integer_model, required_arrays, verify  # the reader (numpy only), re-exported
 from quant.storage import tensor_storage
-
-ARCH = "gat"
-_LAYER_ARRAYS = ("x_codes", "x_steps", "x_bits", "xw_codes", "xw_steps", "xw_bits", "w_codes", "w_steps",
-                 "att_src_codes", "att_dst_codes", "att_steps", "score_steps", "xw_mult", "xw_shift", "logit_mult",
-                 "logit_shift", "score_mult", "score_shift", "exp_table", "ratio", "score", "numer", "coef", "psum",
-                 "acc", "out", "out_unit")
-_HIDDEN_ARRAYS = ("out_mult", "out_shift", "elu_thresholds")
-_DEGREE = ("degree_min", "degree_max", "degree_bits", "degree_step")
 
 
 def _layer_arrays(li: int, lay: QuantizedGATLayer, x_codes: np.ndarray, graph: tuple, conv: ConvertedGAT
@@ -102,58 +96,6 @@ def layers_meta(conv: ConvertedGAT) -> list[dict]:
              "x_bits_histogram": _histogram(lay.x_bits), "xw_bits_histogram": _histogram(lay.xw_bits),
              "activation": "elu" if li + 1 < num else None, "next_layer_codes": li + 1 < num}
             for li, lay in enumerate(conv.model.layers)]
-
-
-def integer_model(q) -> QuantizedGAT:
-    """The integer GAT a loaded export (``quant.export.QGraph``) describes."""
-    ip, layers, metas = q.manifest["integer_path"], [], q.manifest["layers"]
-    for li, meta in enumerate(metas):
-        p, nxt, last = f"layer{li}.", f"layer{li + 1}.", li == len(metas) - 1
-        layers.append(QuantizedGATLayer(
-            x_steps=q[p + "x_steps"], x_bits=q[p + "x_bits"], w_codes=q[p + "w_codes"], w_steps=q[p + "w_steps"],
-            w_bits=meta["w_bits"], xw_steps=q[p + "xw_steps"], xw_bits=q[p + "xw_bits"], heads=meta["heads"],
-            att_src_codes=q[p + "att_src_codes"], att_dst_codes=q[p + "att_dst_codes"], att_steps=q[p + "att_steps"],
-            att_bits=meta["att_bits"], score_steps=q[p + "score_steps"], score_bits=meta["score_bits"],
-            negative_slope=meta["negative_slope"], concat=meta["concat"],
-            bias=q[p + "bias"] if meta["has_bias"] else None, out_steps=None if last else q[nxt + "x_steps"],
-            out_bits=None if last else q[nxt + "x_bits"], frac_bits=ip["frac_bits"], psum_bits=ip["psum_bits"]))
-    return QuantizedGAT(x_codes=q["layer0.x_codes"], layers=tuple(layers))
-
-
-def verify(q) -> None:
-    """Recompute the integer path from the exported parameters and decode every packed layout; raise
-    ``ExportError`` naming the first array that disagrees."""
-    model = integer_model(q)
-    graph = gat_graph(q["graph.edge_index"], model.x_codes.shape[0])
-    h = model.x_codes
-    for li, lay in enumerate(model.layers):
-        p = f"layer{li}."
-        k = gat_constants(lay)
-        t = gat_layer_trace(lay, h, graph, constants=k)
-        checks = [("x_codes", h, q[p + "x_codes"]), ("xw_codes", t["xw"], q[p + "xw_codes"]),
-                  *q.packed_checks(p, h), *q.packed_checks(p, t["xw"], "xw"),
-                  ("xw_mult", k.xw_mult, q[p + "xw_mult"]), ("logit_mult", k.logit_mult, q[p + "logit_mult"]),
-                  ("exp_table", k.exp_table, q[p + "exp_table"]), ("ratio", k.ratio, q[p + "ratio"]),
-                  ("score", t["score"], q[p + "score"]), ("numer", t["numer"], q[p + "numer"]),
-                  ("coef", t["coef"], q[p + "coef"]), ("psum", t["psum"], q[p + "psum"]),
-                  ("acc", t["acc"], q[p + "acc"]), ("out", t["out"], q[p + "out"])]
-        if lay.out_steps is not None:
-            checks.append(("elu_thresholds", k.elu_thresholds, q[p + "elu_thresholds"]))
-        q.check_recomputed(p, checks)
-        h = t["out"]
-
-
-def required_arrays(manifest: dict) -> list[str]:
-    """Names a complete GAT export must hold."""
-    names = ["graph.edge_index", "graph.indptr", "graph.indices", "graph.in_degree", "logits"]
-    for li, meta in enumerate(manifest.get("layers", [])):
-        p = f"layer{li}."
-        names += [p + s for s in _LAYER_ARRAYS]
-        names += [p + s for s in _HIDDEN_ARRAYS] if meta.get("next_layer_codes") else []
-        names += [p + s for s in ("bias", "bias_int")] if meta.get("has_bias") else []
-        names += [p + s for s in _DEGREE] if meta.get("x_scheme") == "degree" else []
-        names += [p + "xw_" + s for s in _DEGREE] if meta.get("xw_scheme") == "degree" else []
-    return names
 
 
 __all__ = ["ARCH", "integer_model", "layers_meta", "model_arrays", "required_arrays", "verify"]

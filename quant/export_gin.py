@@ -22,7 +22,8 @@ Arrays (N nodes, E in-edges as given, E' = E + N with one self loop per node; ma
   ``out_mult``/``out_shift``) and the integer path's outputs ``psum``, ``mid``, ``acc``, ``out`` (next-layer codes;
   the last layer's accumulator), ``out_unit``; plus ``logits``.
 
-The accelerator model (``hw/``) simulates these exports aggregation-first (``hw/aggregate_first.py``).
+The accelerator model (``hw/``) simulates these exports aggregation-first (``hw/aggregate_first.py``). This module
+writes them (it needs torch); :mod:`quant.qgraph_gin` reads them back with numpy only.
 """
 
 from __future__ import annotations
@@ -31,26 +32,9 @@ import numpy as np
 
 from quant import packing
 from quant.convert_gin import ConvertedGIN
-from quant.integer_gin import QuantizedGIN, QuantizedGINLayer, gin_constants, gin_graph, gin_layer_trace
+from quant.integer_gin import QuantizedGINLayer, gin_constants, gin_graph, gin_layer_trace
+from quant.qgraph_gin import ARCH, integer_model, required_arrays, uniform_width, verify  # the reader, re-exported
 from quant.storage import fixed_point_storage, tensor_storage
-
-ARCH = "gin"
-_LAYER_ARRAYS = ("x_codes", "x_steps", "x_bits", "eps", "agg_codes", "agg_steps", "agg_bits", "hid_codes",
-                 "hid_steps", "hid_bits", "w1_codes", "w1_steps", "bn_scale", "w2_codes", "w2_steps", "coef",
-                 "agg_mult", "agg_shift", "w1_signed", "mid_mult", "mid_shift", "lin2_mult", "lin2_shift", "psum",
-                 "mid", "acc", "out", "out_unit")
-_DEGREE = ("degree_min", "degree_max", "degree_bits", "degree_step")
-
-
-def _uniform_width(bits: np.ndarray, who: str) -> int:
-    """The one bitwidth of a per-channel tensor (A2Q's fixed bits); refuses mixed widths."""
-    from quant.export import ExportError
-
-    widths = np.unique(bits)
-    if widths.size != 1:
-        raise ExportError(f"export: {who} has per-channel bitwidths {widths.tolist()}; the packed per-channel stream "
-                          "takes one width")
-    return int(widths[0])
 
 
 def _input_arrays(p: str, lay: QuantizedGINLayer, x_codes: np.ndarray) -> dict:
@@ -59,7 +43,7 @@ def _input_arrays(p: str, lay: QuantizedGINLayer, x_codes: np.ndarray) -> dict:
     codes8 = np.asarray(x_codes, dtype=np.int8)
     if lay.x_scheme == "node":
         return feature_arrays(p, codes8, lay.x_steps, lay.x_bits)
-    width = _uniform_width(lay.x_bits, p + "x_bits")
+    width = uniform_width(lay.x_bits, p + "x_bits")
     return {p + "x_codes": codes8, p + "x_steps": lay.x_steps, p + "x_bits": lay.x_bits.astype(np.uint8),
             p + "x_packed_flat": packing.pack_codes(codes8.reshape(-1), width)}
 
@@ -113,7 +97,7 @@ def model_arrays(conv: ConvertedGIN, labels: np.ndarray, test_index: np.ndarray)
     for li, lay in enumerate(conv.model.layers):
         a, t = _layer_arrays(li, lay, h, graph, conv)
         arrays.update(a)
-        x_bits = lay.x_bits if lay.x_scheme == "node" else np.full(n, _uniform_width(lay.x_bits, "x_bits"))
+        x_bits = lay.x_bits if lay.x_scheme == "node" else np.full(n, uniform_width(lay.x_bits, "x_bits"))
         agg_scheme = "degree" if (li, "aggregate") in conv.degree_tables else "node"
         hid_scheme = conv.hidden_schemes[li]
         for tensor, codes, bits, scheme, w in (("input", h, x_bits, conv.x_schemes[li], None),
@@ -142,67 +126,6 @@ def layers_meta(conv: ConvertedGIN) -> list[dict]:
              "agg_bits_histogram": _histogram(lay.agg_bits), "hid_bits_histogram": _histogram(lay.hid_bits),
              "next_layer_codes": li + 1 < num}
             for li, lay in enumerate(conv.model.layers)]
-
-
-def integer_model(q) -> QuantizedGIN:
-    """The integer GIN a loaded export (``quant.export.QGraph``) describes."""
-    ip, layers, metas = q.manifest["integer_path"], [], q.manifest["layers"]
-    for li, meta in enumerate(metas):
-        p, nxt, last = f"layer{li}.", f"layer{li + 1}.", li == len(metas) - 1
-        layers.append(QuantizedGINLayer(
-            x_steps=q[p + "x_steps"], x_bits=q[p + "x_bits"], x_scheme=meta["x_step_scheme"],
-            eps=float(q[p + "eps"][0]), agg_steps=q[p + "agg_steps"], agg_bits=q[p + "agg_bits"],
-            w1_codes=q[p + "w1_codes"], w1_steps=q[p + "w1_steps"], bn_scale=q[p + "bn_scale"],
-            b1=q[p + "b1"] if meta["has_b1"] else None, hid_steps=q[p + "hid_steps"], hid_bits=q[p + "hid_bits"],
-            w2_codes=q[p + "w2_codes"], w2_steps=q[p + "w2_steps"], b2=q[p + "b2"] if meta["has_b2"] else None,
-            w_bits=meta["w_bits"], out_steps=None if last else q[nxt + "x_steps"],
-            out_bits=None if last else q[nxt + "x_bits"],
-            out_scheme="channel" if last else metas[li + 1]["x_step_scheme"], relu=meta["relu"],
-            frac_bits=ip["frac_bits"], psum_bits=ip["psum_bits"]))
-    return QuantizedGIN(x_codes=q["layer0.x_codes"], layers=tuple(layers))
-
-
-def verify(q) -> None:
-    """Recompute the integer path from the exported parameters and decode every packed layout; raise
-    ``ExportError`` naming the first array that disagrees."""
-    model = integer_model(q)
-    graph = gin_graph(q["graph.edge_index"], model.x_codes.shape[0])
-    h = model.x_codes
-    for li, lay in enumerate(model.layers):
-        p = f"layer{li}."
-        k = gin_constants(lay, graph)
-        t = gin_layer_trace(lay, h, graph, constants=k)
-        checks = [("x_codes", h, q[p + "x_codes"])]
-        if lay.x_scheme == "node":
-            checks += q.packed_checks(p, h)
-        else:
-            flat = packing.unpack_codes(q[p + "x_packed_flat"], _uniform_width(lay.x_bits, p + "x_bits"), h.size)
-            checks.append(("x_packed_flat", h, flat.reshape(h.shape)))
-        fixed = q.manifest["layers"][li]["hid_scheme"] == "fixed"  # 16-bit fixed point: no packed layouts
-        for name, codes in (("agg", t["agg"]), ("hid", t["hidden"])):
-            checks.append((f"{name}_codes", codes, q[p + f"{name}_codes"]))
-            checks += [] if name == "hid" and fixed else q.packed_checks(p, codes, name)
-        checks += [("coef", k.coef, q[p + "coef"]), ("agg_mult", k.agg_mult, q[p + "agg_mult"]),
-                   ("w1_signed", k.w1_signed, q[p + "w1_signed"]), ("mid_mult", k.mid_mult, q[p + "mid_mult"]),
-                   ("lin2_mult", k.lin2_mult, q[p + "lin2_mult"]), ("psum", t["psum"], q[p + "psum"]),
-                   ("mid", t["mid"], q[p + "mid"]), ("acc", t["acc"], q[p + "acc"]), ("out", t["out"], q[p + "out"])]
-        q.check_recomputed(p, checks)
-        h = t["out"]
-
-
-def required_arrays(manifest: dict) -> list[str]:
-    """Names a complete GIN export must hold."""
-    names = ["graph.edge_index", "graph.indptr", "graph.indices", "graph.self_loop", "graph.in_degree", "logits"]
-    for li, meta in enumerate(manifest.get("layers", [])):
-        p = f"layer{li}."
-        names += [p + s for s in _LAYER_ARRAYS]
-        names += [p + "x_packed_flat"] if meta.get("x_step_scheme") == "channel" else [p + "x_packed.payload"]
-        names += [p + s for s in ("b1", "bias1_int") if meta.get("has_b1")]
-        names += [p + s for s in ("b2", "bias2_int") if meta.get("has_b2")]
-        names += [p + s for s in _DEGREE] if meta.get("x_scheme") == "degree" else []
-        names += [p + "agg_" + s for s in _DEGREE] if meta.get("agg_scheme") == "degree" else []
-        names += [p + "hid_" + s for s in _DEGREE] if meta.get("hid_scheme") == "degree" else []
-    return names
 
 
 __all__ = ["ARCH", "integer_model", "layers_meta", "model_arrays", "required_arrays", "verify"]

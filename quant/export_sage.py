@@ -15,7 +15,8 @@ E in-edges as given, no self loops; manifest ``model.arch = "sage"``):
   ``psum`` (mean partial sums), ``agg_codes``, ``acc`` (output accumulator after bias and ReLU), ``out``
   (next-layer codes; the last layer's accumulator), ``out_unit``; plus ``logits``.
 
-The accelerator model (``hw/``) simulates these exports aggregation-first (``hw/aggregate_first.py``).
+The accelerator model (``hw/``) simulates these exports aggregation-first (``hw/aggregate_first.py``). This module
+writes them (it needs torch); :mod:`quant.qgraph_sage` reads them back with numpy only.
 """
 
 from __future__ import annotations
@@ -24,14 +25,9 @@ import numpy as np
 
 from quant import packing
 from quant.convert_sage import ConvertedSAGE
-from quant.integer_sage import QuantizedSAGE, QuantizedSAGELayer, sage_constants, sage_graph, sage_layer_trace
+from quant.integer_sage import QuantizedSAGELayer, sage_constants, sage_graph, sage_layer_trace
+from quant.qgraph_sage import ARCH, integer_model, required_arrays, verify  # the reader (numpy only), re-exported
 from quant.storage import tensor_storage
-
-ARCH = "sage"
-_LAYER_ARRAYS = ("x_codes", "x_steps", "x_bits", "agg_steps", "agg_bits", "wn_codes", "wn_steps", "wr_codes",
-                 "wr_steps", "coef", "agg_mult", "agg_shift", "neigh_mult", "neigh_shift", "root_mult", "root_shift",
-                 "psum", "agg_codes", "acc", "out", "out_unit")
-_DEGREE = ("degree_min", "degree_max", "degree_bits", "degree_step")
 
 
 def _layer_arrays(li: int, lay: QuantizedSAGELayer, x_codes: np.ndarray, graph: tuple, conv: ConvertedSAGE
@@ -90,52 +86,6 @@ def layers_meta(conv: ConvertedSAGE) -> list[dict]:
              "has_bias": lay.bias is not None, "x_bits_histogram": _histogram(lay.x_bits),
              "agg_bits_histogram": _histogram(lay.agg_bits), "next_layer_codes": li + 1 < num}
             for li, lay in enumerate(conv.model.layers)]
-
-
-def integer_model(q) -> QuantizedSAGE:
-    """The integer GraphSAGE a loaded export (``quant.export.QGraph``) describes."""
-    ip, layers, metas = q.manifest["integer_path"], [], q.manifest["layers"]
-    for li, meta in enumerate(metas):
-        p, nxt, last = f"layer{li}.", f"layer{li + 1}.", li == len(metas) - 1
-        layers.append(QuantizedSAGELayer(
-            x_steps=q[p + "x_steps"], x_bits=q[p + "x_bits"], agg_steps=q[p + "agg_steps"],
-            agg_bits=q[p + "agg_bits"], wn_codes=q[p + "wn_codes"], wn_steps=q[p + "wn_steps"],
-            wr_codes=q[p + "wr_codes"], wr_steps=q[p + "wr_steps"], w_bits=meta["w_bits"],
-            bias=q[p + "bias"] if meta["has_bias"] else None, out_steps=None if last else q[nxt + "x_steps"],
-            out_bits=None if last else q[nxt + "x_bits"], relu=meta["relu"], frac_bits=ip["frac_bits"],
-            psum_bits=ip["psum_bits"]))
-    return QuantizedSAGE(x_codes=q["layer0.x_codes"], layers=tuple(layers))
-
-
-def verify(q) -> None:
-    """Recompute the integer path from the exported parameters and decode both packed layouts; raise
-    ``quant.export.ExportError`` naming the first array that disagrees."""
-    model = integer_model(q)
-    graph = sage_graph(q["graph.edge_index"], model.x_codes.shape[0])
-    h = model.x_codes
-    for li, lay in enumerate(model.layers):
-        p = f"layer{li}."
-        k = sage_constants(lay, graph)
-        t = sage_layer_trace(lay, h, graph, constants=k)
-        checks = [("x_codes", h, q[p + "x_codes"]), *q.packed_checks(p, h), ("coef", k.coef, q[p + "coef"]),
-                  ("agg_mult", k.agg_mult, q[p + "agg_mult"]), ("neigh_mult", k.neigh_mult, q[p + "neigh_mult"]),
-                  ("root_mult", k.root_mult, q[p + "root_mult"]), ("psum", t["psum"], q[p + "psum"]),
-                  ("agg_codes", t["agg"], q[p + "agg_codes"]), ("acc", t["acc"], q[p + "acc"]),
-                  ("out", t["out"], q[p + "out"])]
-        q.check_recomputed(p, checks)
-        h = t["out"]
-
-
-def required_arrays(manifest: dict) -> list[str]:
-    """Names a complete GraphSAGE export must hold."""
-    names = ["graph.edge_index", "graph.indptr", "graph.indices", "graph.in_degree", "logits"]
-    for li, meta in enumerate(manifest.get("layers", [])):
-        p = f"layer{li}."
-        names += [p + s for s in _LAYER_ARRAYS]
-        names += [p + "bias"] if meta.get("has_bias") else []
-        names += [p + s for s in _DEGREE] if meta.get("x_scheme") == "degree" else []
-        names += [p + "agg_" + s for s in _DEGREE] if meta.get("agg_scheme") == "degree" else []
-    return names
 
 
 __all__ = ["ARCH", "integer_model", "layers_meta", "model_arrays", "required_arrays", "verify"]

@@ -47,16 +47,8 @@ FORBIDDEN_THIRD_PARTY = {"hw": ("torch",)}
 # the test fails for a violation not listed here, and for a listed one that no longer occurs.
 ALLOWLIST = (
     ("gnn.trainer", "quant.api", "trainer builds/quantizes/summarises A2Q models (lazy imports)", "issue 34"),
-    ("hw.workload", "distributed.partition", "metis_order: switch to gnn.data.partition", "issue 34"),
-    ("hw.workload", "torch", "metis_order wraps edge_index for the torch partitioner", "issue 34"),
-    ("hw.workload", "quant.export", ".qgraph reader; moving to quant.qgraph", "issue 34"),
-    ("hw.workload", "quant.export_gin", "aggregate-first GIN integer model; moving to quant.qgraph", "issue 34"),
-    ("hw.workload", "quant.export_sage", "aggregate-first SAGE integer model; moving to quant.qgraph", "issue 34"),
-    ("hw.simulate", "quant.export", ".qgraph reader and ExportError; moving to quant.qgraph", "issue 34"),
-    ("hw.tensor_traffic", "quant.export", ".qgraph reader and ExportError; moving to quant.qgraph", "issue 34"),
-    ("hw.tensor_traffic", "quant.export_transformer", "transformer point streams; moving to quant.qgraph",
+    ("hw.workload", "torch", "metis_order hands edge_index to the torch partitioner (dataset workloads only)",
      "issue 34"),
-    ("hw.rtl.pipeline_step", "quant.export", ".qgraph reader; moving to quant.qgraph", "issue 34"),
 )
 
 

@@ -32,8 +32,8 @@ def choose_layer(q) -> int | None:
 def step_rtl(ctx: dict) -> None:
     from hw.rtl.sim import locate
     from hw.rtl.tile import TileMismatch, check_tile, cut_tile, pick_rows, simulate_tile
-    from quant.export import load
     from quant.integer_gnn import gcn_graph
+    from quant.qgraph import load
 
     if "export_path" not in ctx:
         raise RuntimeError("step rtl needs the export step's output (ctx['export_path']); run --steps "
