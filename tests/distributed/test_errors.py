@@ -20,12 +20,14 @@ def test_more_partitions_than_nodes(tmp_path, monkeypatch):
     assert not (tmp_path / "partitions").exists() or not list((tmp_path / "partitions").iterdir())
 
 
-def test_world_size_differs_from_partitions(monkeypatch):
+def test_world_size_differs_from_partitions(monkeypatch, capsys):
     with pytest.raises(ValueError, match="--nproc-per-node 4 or pass --parts 2"):
         check_layout(2, 4)
     monkeypatch.setenv("WORLD_SIZE", "2")
-    with pytest.raises(SystemExit, match="--parts 3 != world size 2"):
+    with pytest.raises(SystemExit) as exc:
         main(["--parts", "3"])
+    assert exc.value.code == 2
+    assert "--parts 3 != world size 2" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("flag", "value", "valid"), [("--exchange", "int3", "fp32, fp16, int8"),
