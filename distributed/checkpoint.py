@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import random
 import re
 import shutil
@@ -32,6 +31,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from torch import Tensor
+
+from gnn.files import sha256_file, write_bytes
 
 MANIFEST = "latest.json"
 FORMAT = 1
@@ -51,42 +52,11 @@ def rank_file(rank: int) -> str:
 
 
 # --- files -------------------------------------------------------------------------------------------------------
-def _fsync_dir(path: Path) -> None:
-    """Make a rename or a new entry in ``path`` durable."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """``path`` holds the old content or all of ``data``, never a part: temp file, fsync, ``os.replace``."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)  # only left when something above failed
-    _fsync_dir(path.parent)
-
-
 def save_atomic(obj, path: Path) -> None:
-    """`torch.save` through `write_atomic`."""
+    """`torch.save` through `gnn.files.write_bytes`."""
     buf = io.BytesIO()
     torch.save(obj, buf)
-    write_atomic(path, buf.getvalue())
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    write_bytes(path, buf.getvalue())
 
 
 def step_digests(ckdir: Path, step: str) -> dict[str, str]:
@@ -103,7 +73,7 @@ def make_manifest(ckdir: Path, epoch: int, world_size: int, config: dict) -> dic
 
 
 def write_manifest(ckdir: Path, manifest: dict) -> None:
-    write_atomic(ckdir / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True).encode())
+    write_bytes(ckdir / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True).encode())
 
 
 def read_manifest(ckdir: Path) -> dict | None:

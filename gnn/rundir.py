@@ -1,7 +1,7 @@
 """The run directory on disk: atomic file writes, one writer at a time, and no silent reuse of an old run.
 
 Every file of a run (``config.json``, ``results.json``, and per seed ``best.pt``, ``last.pt``, ``result.json``) is
-written by `atomic_write`: a temporary file in the same directory, flushed and fsynced, then renamed over the
+written by `gnn.files.atomic_write`: a temporary file in the same directory, flushed and fsynced, then renamed over the
 target and the directory fsynced. A crash leaves the previous version or the new one, never a torn file.
 ``metrics.jsonl`` is appended (`append_line`) and cut back to a checkpoint's epochs on resume (`truncate_jsonl`).
 
@@ -13,22 +13,22 @@ that a second process cannot write into the same run.
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import io
 import json
 import os
 import shutil
-import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
 
 import torch
 
+from gnn.files import TMP_SUFFIX, sha256_bytes, sha256_file, write_bytes, write_json, write_text
+
+__all__ = ["sha256_file", "write_json"]  # gnn.files' writers, re-exported for the run-directory callers
+
 LOCK_NAME = ".lock"
 CONFIG_NAME = "config.json"
-TMP_SUFFIX = ".tmp"
 # Configuration fields that may differ when a run is resumed: neither changes what is trained. ``train.device``
 # moves a run between a GPU and a CPU machine (checkpoints load onto either; the numbers may then differ in the
 # last bits, as any CPU/GPU pair does); ``train.checkpoint_every`` only sets how often last.pt is written.
@@ -41,59 +41,14 @@ class RunDirError(ValueError):
     Command-line entry points turn it into a one-line usage error."""
 
 
-def atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
-    """Write ``path`` through ``write(f)`` so that a crash at any point leaves either the old file or the complete
-    new one: temp file in the same directory, flush, fsync, ``os.replace``, fsync of the directory."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TMP_SUFFIX)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Make a rename in ``directory`` durable."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_text(path: Path, text: str) -> None:
-    """Atomically write a text file (UTF-8)."""
-    atomic_write(path, lambda f: f.write(text.encode()))
-
-
-def write_json(path: Path, obj) -> None:
-    """Atomically write ``obj`` as indented JSON."""
-    write_text(path, json.dumps(obj, indent=2))
-
-
 def save_tensors(obj, path: Path) -> str:
     """Atomically ``torch.save`` ``obj`` (tensors and plain containers only, so that ``torch.load(...,
     weights_only=True)`` reads it back) and return the SHA-256 (hex) of the bytes written."""
     buf = io.BytesIO()
     torch.save(obj, buf)
     data = buf.getvalue()
-    atomic_write(path, lambda f: f.write(data))
-    return hashlib.sha256(data).hexdigest()
-
-
-def sha256_file(path: Path) -> str:
-    """SHA-256 (hex) of a file's bytes."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    write_bytes(path, data)
+    return sha256_bytes(data)
 
 
 def append_line(path: Path, line: str) -> None:

@@ -13,16 +13,14 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
 import shutil
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
-from gnn.data.registry import sha256_file
+from gnn.files import sha256_file, write_json
 
 RECORD = "SHA256SUMS.json"
 T = TypeVar("T")
@@ -46,16 +44,7 @@ def read_record(processed_dir: Path) -> dict[str, str] | None:
 
 def write_record(processed_dir: Path, hashes: dict[str, str]) -> None:
     """Write the record atomically (temp file, fsync, rename), so a crash never leaves half a record."""
-    fd, tmp = tempfile.mkstemp(dir=processed_dir, prefix=f".{RECORD}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump({"files": hashes}, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, processed_dir / RECORD)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_json(processed_dir / RECORD, {"files": hashes}, indent=1, sort_keys=True)
 
 
 def record_problem(processed_dir: Path) -> str | None:

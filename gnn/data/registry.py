@@ -14,7 +14,6 @@ before PyG processes them. Nothing is ever written into a data root.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import io
 import os
 import shutil
@@ -24,6 +23,8 @@ import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from gnn.files import sha256_file
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 REGISTRY_PATH = REPO_ROOT / "datasets" / "registry.toml"
@@ -150,14 +151,6 @@ def get_entry(name: str) -> DatasetEntry:
     if key not in registry:
         raise DataError(f"unknown dataset {name!r}; valid names: {', '.join(sorted(registry))}")
     return registry[key]
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def verify_file(path: Path, expected: str) -> None:

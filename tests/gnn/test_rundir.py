@@ -240,10 +240,10 @@ class _Crash(Exception):
 def test_crash_during_checkpoint_write_keeps_the_previous_one(sbm, tmp_path, monkeypatch, where):
     """The second last.pt write (epoch 4) dies half-way: last.pt still holds epoch 2, no temp file is left, and
     resuming gives exactly the uninterrupted run."""
-    import gnn.rundir as rundir
+    import gnn.files as files
 
     straight = _train(sbm, tmp_path / "a", 6)
-    real_write, real_replace, count = rundir.atomic_write, os.replace, {"n": 0}
+    real_write, real_replace, count = files.atomic_write, os.replace, {"n": 0}
 
     def crashing_write(path, write):
         if path.name == "last.pt":
@@ -263,8 +263,8 @@ def test_crash_during_checkpoint_write_keeps_the_previous_one(sbm, tmp_path, mon
             raise _Crash
         return real_replace(src, dst)
 
-    monkeypatch.setattr(rundir, "atomic_write", crashing_write)
-    monkeypatch.setattr(rundir.os, "replace", crashing_replace)
+    monkeypatch.setattr(files, "atomic_write", crashing_write)
+    monkeypatch.setattr(files.os, "replace", crashing_replace)
     with pytest.raises(_Crash):
         _train(sbm, tmp_path / "b", 6)
     monkeypatch.undo()
