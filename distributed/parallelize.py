@@ -30,6 +30,7 @@ from distributed.quantized import SHARDED_ATTR, ShardInfo, shard_quantizers
 from gnn.conv import GCNConv
 from gnn.models import GNN, dropout
 from gnn.trainer import first_layer_takes_sparse
+from quant.api import is_quantized
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -114,7 +115,7 @@ class DistGNN(nn.Module):
         self.module.convs[0].input_dropout = model.cfg.dropout
         self._input_key: Tensor | None = None
         self.shard: ShardInfo | None = None
-        if hasattr(model, "_quant_cfg"):
+        if is_quantized(model):
             self.shard = shard_quantizers(model, part, None, self.counter, cfg.seed)
 
     def set_epoch(self, epoch: int) -> None:

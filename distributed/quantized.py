@@ -38,7 +38,7 @@ from distributed import codecs
 from distributed.halo import ByteCounter, Transfer
 from distributed.partition import Partition
 from quant.a2q import A2QQuantizer
-from quant.api import KB_BITS
+from quant.api import KB_BITS, quant_config_of, quant_context_of
 from quant.degree_aware import degree_bucket
 from quant.degree_quant import DQQuantizer
 from quant.graph_context import torch_bool_mask
@@ -209,9 +209,9 @@ class ShardedDQ(DQQuantizer):
 def _dq_mask_hook(shard: ShardInfo):
     """Forward pre-hook run after quant's: replaces its local mask draw by a draw over all N nodes."""
     def hook(module: nn.Module, args, kwargs):
-        ctx = module._quant_context
-        if module.training and module._quant_cfg.is_dq:
-            _, p_low, p_high = module._quant_cfg.dq_settings()
+        ctx, cfg = quant_context_of(module), quant_config_of(module)
+        if module.training and cfg.is_dq:
+            _, p_low, p_high = cfg.dq_settings()
             p = dq_protect_probability(shard.global_in_deg, p_low, p_high)  # (N,)
             ctx.dq_mask = torch_bool_mask(p, shard.mask_generator)[shard.local_nodes]
         return None
@@ -220,7 +220,7 @@ def _dq_mask_hook(shard: ShardInfo):
 
 def shard_quantizers(model: nn.Module, part: Partition, group, counter: ByteCounter, seed: int) -> ShardInfo:
     """Re-type the quantizers of a quantized, parallelized `GNN` (``model`` = ``DistGNN.module``) in place."""
-    cfg, ctx = model._quant_cfg, model._quant_context
+    cfg, ctx = quant_config_of(model), quant_context_of(model)
     if ctx.in_deg is None or ctx.fixed_num_nodes is None:
         raise ValueError("shard_quantizers: quantize the model with the full graph first: quantize_(model, cfg, "
                          "data) with the node task's data")
@@ -255,7 +255,7 @@ def quant_penalty_local(model: nn.Module) -> Tensor:
     Value: the global penalty (same on every rank); gradient: d penalty / d (this rank's owned bits), so that
     summing the shared-table gradients over ranks gives the single-process gradient. 0 for Degree-Quant.
     """
-    cfg = model._quant_cfg
+    cfg = quant_config_of(model)
     if cfg.is_dq or cfg.penalty_weight == 0:
         return torch.zeros(())
     rounded = getattr(cfg, "penalty_bits", "continuous") == "rounded"  # as quant.api.quant_penalty
@@ -302,7 +302,7 @@ def gather_quantized_model(model: nn.Module, shard: ShardInfo, data, rank: int =
     if dist.get_rank() != rank:
         return None
     fresh = GNN(model.cfg)
-    quantize_(fresh, model._quant_cfg, data)
+    quantize_(fresh, quant_config_of(model), data)
     fresh.load_state_dict(state)
     fresh.eval()
     return fresh

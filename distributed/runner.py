@@ -402,9 +402,9 @@ def _optimizer(model, cfg: DistTrainConfig) -> torch.optim.Optimizer:
     """Adam over the model parameters, plus quant's quantizer groups (own lrs, no weight decay) when quantized."""
     if cfg.quant == "none":
         return torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    from quant.api import quant_param_groups
+    from quant.api import quant_config_of, quant_param_groups
 
-    qgroups = quant_param_groups(model.module, model.module._quant_cfg, cfg.lr)
+    qgroups = quant_param_groups(model.module, quant_config_of(model.module), cfg.lr)
     qids = {id(p) for grp in qgroups for p in grp["params"]}
     base = [p for p in model.parameters() if id(p) not in qids]
     return torch.optim.Adam([{"params": base, "lr": cfg.lr, "weight_decay": cfg.weight_decay}] + qgroups)

@@ -2,22 +2,23 @@
 
 FP32 values follow the papers whose numbers we compare against: Kipf & Welling (GCN, Planetoid), Velickovic et al.
 (GAT, Planetoid), Shchur et al. 2018 (Amazon / Coauthor protocol), Xu et al. 2019 (GIN, TU datasets). Learned-bit
-quantization (a2q, degree-aware) on node tasks changes them as `learned_bits_recipe` says, the best recipe
-validated on the node datasets (benchmarks/quant_defaults.py, RESULTS.md "Quantization defaults"). Rules look at
-the data (input density, task), not at dataset names, except the Planetoid datasets' fixed epoch counts.
+quantization (a method whose training extension ``learns_bits``, gnn/hooks.py: a2q, degree-aware) on node tasks
+changes them as `learned_bits_recipe` says, the best recipe validated on the node datasets
+(benchmarks/quant_defaults.py, RESULTS.md "Quantization defaults"). Rules look at the data (input density, task),
+not at dataset names, except the Planetoid datasets' fixed epoch counts.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+from gnn import hooks
 from gnn.data.loaders import GraphData
 from gnn.models import ARCHS, ModelConfig
 from gnn.trainer import TrainConfig
 
 PLANETOID = ("cora", "citeseer")
 DENSE_INPUT_DENSITY = 0.1  # fraction of non-zero input features above which inputs count as dense
-LEARNED_BIT_METHODS = ("a2q", "degree-aware")
 QUANT_MIN_HIDDEN = 64  # hidden width of learned-bit node models (all heads together), at least
 QUANT_FIXED_BITS = 8  # signed bits of weights and XW with learned feature bits
 XW_ARCHS = ("gcn", "gin")  # models with per-channel XW / input points that take xw_bits
@@ -40,8 +41,8 @@ def model_and_train_config(graph: GraphData, arch: str, quant: str = "none",
     model, train = fp32_config(graph, arch)
     if quant == "none":
         return model, train
-    train = replace(train, quant=quant)
-    if recipe and quant in LEARNED_BIT_METHODS and graph.task == "node":
+    train = replace(train, quant=quant)  # an unknown method is refused here (TrainConfig)
+    if recipe and hooks.get(quant).learns_bits and graph.task == "node":
         return learned_bits_recipe(arch, model, train)
     return model, train  # Degree-Quant, and graph tasks (A2Q's penalty on the Nearest Neighbor pool): FP32 training
 

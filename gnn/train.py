@@ -19,6 +19,7 @@ import json
 import time
 from pathlib import Path
 
+from gnn import hooks
 from gnn.cli import UsageError
 from gnn.data.loaders import load_dataset
 from gnn.data.registry import FEATURE_PREPROCESSING, DataError, load_registry
@@ -26,7 +27,7 @@ from gnn.experiment import format_table, run_experiment
 from gnn.models import ARCHS, build_model
 from gnn.presets import describe, model_and_train_config, with_overrides
 from gnn.rundir import RunDirError, check_run_dir
-from gnn.trainer import QUANT_METHODS, apply_quantization
+from gnn.trainer import apply_quantization
 
 
 def _dataset_names() -> str:
@@ -50,7 +51,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--hidden", type=int, help="hidden width (per head for GAT)")
     p.add_argument("--layers", type=int)
     p.add_argument("--dropout", type=float)
-    p.add_argument("--quant", default="none", help=f"one of: {', '.join(QUANT_METHODS)}")
+    p.add_argument("--quant", default="none", help=f"one of: {', '.join(hooks.methods())}")
     p.add_argument("--target-bits", type=float, help="average feature bits for --quant a2q/degree-aware")
     p.add_argument("--fp32-preset", action="store_true",
                    help="with --quant: train with the FP32 model's preset (its hidden width, 4-bit weights and XW, "
@@ -94,8 +95,10 @@ def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     if args.model not in ARCHS:
         raise UsageError(f"unknown model {args.model!r}; valid: {', '.join(ARCHS)}")
-    if args.quant not in QUANT_METHODS:
-        raise UsageError(f"unknown quant {args.quant!r}; valid: {', '.join(QUANT_METHODS)}")
+    try:
+        hooks.extension_for(args.quant)
+    except ValueError as e:  # names the registered methods
+        raise UsageError(str(e)) from None
     if args.resume and args.run_dir is None:
         raise UsageError("--resume needs --run-dir pointing at the run to continue")
     if args.seeds < 1:
@@ -108,6 +111,11 @@ def main(argv: list[str] | None = None) -> dict:
         recipe = not args.fp32_preset
         model_cfg, train_cfg = model_and_train_config(graph, args.model, args.quant, recipe)
         print(f"preset (gnn/presets.py): {describe(graph, args.model, args.quant, recipe)}", flush=True)
+        # before the overrides, whose TrainConfig would refuse the same with the quant side's less specific message
+        bits_control = args.bits_control or train_cfg.bits_control
+        if args.penalty_weight is not None and graph.task == "node" and bits_control != "penalty":
+            raise ValueError("--penalty-weight sets A2Q's memory penalty, but this run projects the bits onto "
+                             "--target-bits (the preset); add --bits-control penalty to train with the penalty")
         model_cfg = with_overrides(model_cfg, hidden_dim=args.hidden, num_layers=args.layers, dropout=args.dropout)
         train_cfg = with_overrides(train_cfg, epochs=args.epochs, lr=args.lr, weight_decay=args.weight_decay,
                                    target_bits=args.target_bits, device=args.device,
@@ -115,9 +123,6 @@ def main(argv: list[str] | None = None) -> dict:
                                    fp32_warmup_epochs=args.fp32_warmup or None,
                                    quantize_mlp_hidden=args.quantize_mlp_hidden or None,
                                    weight_bits=args.weight_bits, xw_bits=args.xw_bits)
-        if args.penalty_weight is not None and graph.task == "node" and train_cfg.bits_control != "penalty":
-            raise ValueError("--penalty-weight sets A2Q's memory penalty, but this run projects the bits onto "
-                             "--target-bits (the preset); add --bits-control penalty to train with the penalty")
         if train_cfg.quant != "none":  # a quantization setting this model cannot take fails here, before any run
             apply_quantization(build_model(model_cfg), graph, train_cfg)
     except (DataError, ValueError) as e:

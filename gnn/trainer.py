@@ -17,7 +17,7 @@ import math
 import pickle
 import random
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -25,15 +25,18 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from gnn import hooks
 from gnn.data.batching import GraphBatcher
 from gnn.data.loaders import GraphData
 from gnn.data.splits import Split
 from gnn.progress import progress_bar
 from gnn.rundir import RunDirError, append_line, save_tensors, truncate_jsonl, write_json
 
-QUANT_METHODS = ("none", "a2q", "degree-aware", "dq-int8", "dq-int4")
-LEARNED_BIT_METHODS = ("a2q", "degree-aware")
 DEFAULT_FIXED_BITS = 4  # QuantConfig's weight_bits / xw_bits default (A2Q's code); a test keeps them equal
+# Settings that only a quant method reads, with their defaults; quant="none" refuses them set (target_bits,
+# bits_control and penalty_weight are ignored without one, as grids that run FP32 beside the methods pass them).
+QUANT_ONLY_FIELDS = {"fp32_warmup_epochs": 0, "quantize_mlp_hidden": False, "weight_bits": DEFAULT_FIXED_BITS,
+                     "xw_bits": DEFAULT_FIXED_BITS}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,7 +50,10 @@ class TrainConfig:
         lr_decay_every, lr_decay: multiply the learning rate by ``lr_decay`` every ``lr_decay_every`` epochs
             (0: constant; the GIN paper halves it every 50 epochs).
         batch_size: graphs per mini-batch (graph tasks).
-        quant: quantization method applied with ``quant.quantize_`` before training (``"none"``: FP32).
+        quant: training method: ``"none"`` (FP32) or the name of a registered `gnn.hooks.TrainingExtension`
+            (the quant package registers a2q, degree-aware, dq-int8 and dq-int4, which quantize the model with
+            ``quant.quantize_`` before training). The extension's ``validate`` checks the settings below that
+            it reads (the quant package: the `QuantConfig` they map to); this class checks the others.
         target_bits: average feature bits the quantization's memory penalty aims at. With learned bits
             (a2q, degree-aware), model selection prefers epochs whose stored average bits meet the target:
             a model over budget is chosen only if no epoch meets it, and the result says so
@@ -87,39 +93,31 @@ class TrainConfig:
     device: str = "cpu"
 
     def __post_init__(self) -> None:
-        for name in ("lr", "weight_decay", "lr_decay", "target_bits", "penalty_weight"):
+        for name in ("lr", "weight_decay", "lr_decay"):
             v = getattr(self, name)
             if not math.isfinite(v):  # NaN passes every comparison below; it would train to a NaN result
                 raise ValueError(f"TrainConfig: {name}={v} must be a finite number")
-        if self.target_bits < 0 or self.penalty_weight < 0:
-            raise ValueError(f"TrainConfig: target_bits={self.target_bits} and penalty_weight={self.penalty_weight} "
-                             f"must be >= 0")
         if self.epochs < 1 or self.batch_size < 1 or self.patience < 0 or self.checkpoint_every < 1:
             raise ValueError("TrainConfig: epochs, batch_size, checkpoint_every must be >= 1 and patience >= 0")
         if self.fp32_warmup_epochs < 0:
             raise ValueError(f"TrainConfig: fp32_warmup_epochs={self.fp32_warmup_epochs} must be >= 0")
-        if self.fp32_warmup_epochs and self.quant == "none":
-            raise ValueError("TrainConfig: fp32_warmup_epochs warms up a model before quantization; it needs a "
-                             "quant method (an FP32 run just trains longer: raise epochs)")
-        if self.quantize_mlp_hidden and self.quant == "none":
-            raise ValueError("TrainConfig: quantize_mlp_hidden needs a quant method")
-        for name in ("weight_bits", "xw_bits"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 8:
-                raise ValueError(f"TrainConfig: {name}={v!r} is an invalid bitwidth; use an integer in [1, 8]")
-        if (self.weight_bits, self.xw_bits) != (DEFAULT_FIXED_BITS, DEFAULT_FIXED_BITS) \
-                and self.quant not in LEARNED_BIT_METHODS:
-            raise ValueError(f"TrainConfig: weight_bits={self.weight_bits} / xw_bits={self.xw_bits} set the fixed "
-                             f"bitwidths of a learned-bit method ({', '.join(LEARNED_BIT_METHODS)}); quant="
-                             f"{self.quant!r} has none (Degree-Quant uses its INT width for every tensor): drop them "
-                             f"or change quant")
         if self.lr_decay_every < 0 or not 0.0 < self.lr_decay <= 1.0:
             raise ValueError(f"TrainConfig: lr_decay_every={self.lr_decay_every} must be >= 0 and "
                              f"lr_decay={self.lr_decay} in (0, 1]")
         if self.lr <= 0 or self.weight_decay < 0:
             raise ValueError(f"TrainConfig: lr={self.lr} must be > 0 and weight_decay >= 0")
-        if self.quant not in QUANT_METHODS:
-            raise ValueError(f"TrainConfig: unknown quant {self.quant!r}; valid: {', '.join(QUANT_METHODS)}")
+        if self.quant == hooks.FP32:
+            set_ = [k for k, default in QUANT_ONLY_FIELDS.items() if getattr(self, k) != default]
+            if set_:
+                why = (" (fp32_warmup_epochs warms up a model before quantization; an FP32 run just trains longer: "
+                       "raise epochs)" if "fp32_warmup_epochs" in set_ else "")
+                raise ValueError(f"TrainConfig: {', '.join(set_)} needs a quant method{why}; quant="
+                                 f"{hooks.FP32!r} trains FP32")
+        else:
+            try:
+                hooks.get(self.quant).validate(self)
+            except ValueError as e:
+                raise ValueError(f"TrainConfig: {e}") from None
         if self.device not in ("cpu", "cuda"):
             raise ValueError(f"TrainConfig: device {self.device!r}; use cpu or cuda")
         if self.device == "cuda" and not torch.cuda.is_available():
@@ -256,13 +254,10 @@ def _is_better(val_acc: float, val_loss: float, best_acc: float, best_loss: floa
 
 
 def _stored_average_bits(model: nn.Module, cfg: TrainConfig) -> float | None:
-    """Average stored feature bits (without the sign bit) of a model with learned bits, else None."""
-    if cfg.quant not in ("a2q", "degree-aware"):
-        return None
-    from quant.api import memory_kb
-
-    m, elems_kb = memory_kb(model, rounded=True)
-    return None if m is None or elems_kb == 0 else float(m.detach()) / elems_kb
+    """Average stored feature bits (without the sign bit) of a model with learned bits, else None (the training
+    extension's ``average_bits``)."""
+    ext = hooks.extension_for(cfg.quant)
+    return None if ext is None else ext.average_bits(model)
 
 
 class _Task:
@@ -335,18 +330,22 @@ class _Task:
 
 
 def _make_optimizer(model: nn.Module, cfg: TrainConfig) -> tuple[torch.optim.Optimizer, callable]:
-    """Adam over the model parameters, plus the quantizer groups and penalty when quantized."""
-    if cfg.quant == "none":
-        return torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay), _zero_penalty
-    from quant.api import attach_bit_budget, quant_param_groups, quant_penalty
-
-    qgroups = quant_param_groups(model, model._quant_config, cfg.lr)
-    qids = {id(p) for g in qgroups for p in g["params"]}
-    base = [p for p in model.parameters() if id(p) not in qids]
-    groups = [{"params": base, "lr": cfg.lr, "weight_decay": cfg.weight_decay}] + qgroups
+    """Adam over the model parameters, plus the training extension's groups, penalty and after-step hook."""
+    ext = hooks.extension_for(cfg.quant)
+    if ext is None:
+        return _fp32_optimizer(model, cfg), _zero_penalty
+    ext_groups = ext.param_groups(model, cfg)
+    ext_ids = {id(p) for g in ext_groups for p in g["params"]}
+    base = [p for p in model.parameters() if id(p) not in ext_ids]
+    groups = [{"params": base, "lr": cfg.lr, "weight_decay": cfg.weight_decay}] + ext_groups
     opt = torch.optim.Adam(groups)
-    attach_bit_budget(model, opt)  # the projected bits meet the target after every step
-    return opt, quant_penalty
+    # every opt.step() ends with the extension's hook (quant: the projected bits meet the target), in any loop
+    opt.register_step_post_hook(lambda *_: ext.after_step(model))
+    return opt, ext.penalty
+
+
+def _fp32_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
+    return torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
 
 
 def _zero_penalty(model: nn.Module) -> Tensor | float:
@@ -354,30 +353,21 @@ def _zero_penalty(model: nn.Module) -> Tensor | float:
 
 
 def apply_quantization(model: nn.Module, graph: GraphData, cfg: TrainConfig) -> nn.Module:
-    """Quantize a built FP32 model in place with ``quant.quantize_`` (no-op for ``quant="none"``)."""
-    if cfg.quant == "none":
-        return model
-    from quant.api import QuantConfig, quantize_
-
-    qcfg = QuantConfig(method=cfg.quant, target_bits=cfg.target_bits, penalty_weight=cfg.penalty_weight,
-                       bits_control=cfg.bits_control,
-                       quantize_mlp_hidden=cfg.quantize_mlp_hidden, weight_bits=cfg.weight_bits,
-                       xw_bits=cfg.xw_bits)
-    quantize_(model, qcfg, graph.data if graph.task == "node" else None)
-    model._quant_config = qcfg
-    return model
+    """Prepare a built FP32 model for ``cfg.quant`` with its training extension's ``prepare`` (the quant methods:
+    ``quant.quantize_`` in place); no-op for ``quant="none"``."""
+    ext = hooks.extension_for(cfg.quant)
+    return model if ext is None else ext.prepare(model, graph, cfg)
 
 
 def fp32_warmup(model: nn.Module, graph: GraphData, split: Split, cfg: TrainConfig, *, seed: int,
                 progress: bool = True) -> None:
     """Train the FP32 ``model`` in place for ``cfg.fp32_warmup_epochs`` epochs (Adam with ``cfg``'s lr and weight
     decay, no learning-rate decay, no selection): the starting point of quantization-aware fine-tuning."""
-    fp32_cfg = replace(cfg, quant="none", fp32_warmup_epochs=0)
-    task = _Task(graph, split, fp32_cfg, seed, use_sparse_input=wants_sparse_input(model, graph, cfg.device))
-    opt, penalty = _make_optimizer(model, fp32_cfg)
+    task = _Task(graph, split, cfg, seed, use_sparse_input=wants_sparse_input(model, graph, cfg.device))
+    opt = _fp32_optimizer(model, cfg)
     for _ in progress_bar(range(cfg.fp32_warmup_epochs), enabled=progress,
                           desc=f"{graph.name} seed {seed} FP32 warm-up"):
-        task.train_step(model, opt, penalty)
+        task.train_step(model, opt, _zero_penalty)
 
 
 def train_one(model: nn.Module, graph: GraphData, split: Split, cfg: TrainConfig, *, seed: int, fold: int = 0,
@@ -446,10 +436,9 @@ def train_one(model: nn.Module, graph: GraphData, split: Split, cfg: TrainConfig
     if best["state"] is not None:
         model.load_state_dict(best["state"])
     summary = {}
-    if cfg.quant != "none":
-        from quant.api import quant_summary
-
-        summary = quant_summary(model)
+    ext = hooks.extension_for(cfg.quant)
+    if ext is not None:
+        summary = ext.summary(model)
         if best["bits"] is not None:
             summary["within_budget"] = bool(best["within_budget"])
     result = SeedResult(seed=seed, fold=fold, best_epoch=best["epoch"], val_acc=best["acc"],

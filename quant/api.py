@@ -5,6 +5,10 @@
     groups = quant_param_groups(model, cfg, base_lr)                     # own lrs, weight decay 0
     loss = task_loss + quant_penalty(model)                              # A2Q memory penalty (0 for DQ)
     quant_summary(model)                                                 # JSON-able bits report
+    quant_config_of(model), quant_context_of(model)                      # what quantize_ attached
+
+`gnn/trainer.py` reaches this API through the training extension of `quant.training_hooks` (entry point group
+``gnn.training_extensions``); ``distributed`` calls it directly.
 
 `quantize_` replaces every `gnn.conv.QuantPoint` of a built FP32 model by a quantizer chosen by its kind / role
 (`quant.plan`), and registers a forward pre-hook that captures the graph of each call (`GraphContext`). ``data``
@@ -34,10 +38,34 @@ from quant.graph_context import GraphContext, torch_bool_mask
 from quant.plan import plan_points
 from quant.quantizers import dq_protect_probability
 
-__all__ = ["QuantConfig", "quantize_", "quant_param_groups", "quant_penalty", "attach_bit_budget", "quant_summary"]
+__all__ = ["QuantConfig", "quantize_", "quant_param_groups", "quant_penalty", "attach_bit_budget", "quant_summary",
+           "is_quantized", "quant_config_of", "quant_context_of"]
 
 KB_BITS = 8 * 1024
 _CTX_ATTR = "_quant_context"
+_CFG_ATTR = "_quant_cfg"
+
+
+def is_quantized(model: nn.Module) -> bool:
+    """Whether ``quantize_`` quantized ``model``."""
+    return hasattr(model, _CFG_ATTR)
+
+
+def quant_config_of(model: nn.Module) -> QuantConfig:
+    """The `QuantConfig` ``model`` was quantized with (ValueError for a model ``quantize_`` did not quantize)."""
+    cfg = getattr(model, _CFG_ATTR, None)
+    if cfg is None:
+        raise ValueError("quant_config_of: model is not quantized; call quant.api.quantize_ first")
+    return cfg
+
+
+def quant_context_of(model: nn.Module) -> GraphContext:
+    """The `GraphContext` shared by ``model``'s quantizers: the graph of the current forward (in-degrees, Degree-
+    Quant's protection mask ``dq_mask``, the fixed graph of a node task). ValueError for an unquantized model."""
+    ctx = getattr(model, _CTX_ATTR, None)
+    if ctx is None:
+        raise ValueError("quant_context_of: model is not quantized; call quant.api.quantize_ first")
+    return ctx
 
 
 def _make_a2q(spec, cfg: QuantConfig, ctx: GraphContext, node_task: bool) -> A2QQuantizer:
@@ -89,7 +117,7 @@ def _pre_hook(module: nn.Module, args: tuple, kwargs: dict):
     edge_index = args[1] if len(args) > 1 else kwargs["edge_index"]
     batch = args[2] if len(args) > 2 else kwargs.get("batch")
     ctx.update(x, edge_index, batch)
-    cfg: QuantConfig = module._quant_cfg
+    cfg: QuantConfig = getattr(module, _CFG_ATTR)
     ctx.dq_mask = None
     if cfg.is_dq and module.training:
         _, p_low, p_high = cfg.dq_settings()
@@ -136,7 +164,7 @@ def quantize_(model: nn.Module, cfg: QuantConfig, data=None) -> nn.Module:
         setattr(spec.parent, spec.attr, q)
     _warn_all_signed_below_two_bits(cfg, model)
     object.__setattr__(model, _CTX_ATTR, ctx)
-    model._quant_cfg = cfg
+    setattr(model, _CFG_ATTR, cfg)
     model.register_forward_pre_hook(_pre_hook, with_kwargs=True)
     param = next(model.parameters(), None)
     device = param.device if param is not None else torch.device("cpu")
@@ -172,7 +200,7 @@ def enforce_bit_budget_(model: nn.Module) -> None:
     """With projection, set the learned bits' stored average to the target (`quant.budget.project_bits_`);
     otherwise nothing (the penalty acts through the loss). `attach_bit_budget` calls it after every step."""
     if getattr(model, "_quant_projects", False):
-        project_bits_(model, model._quant_cfg.target_bits)
+        project_bits_(model, getattr(model, _CFG_ATTR).target_bits)
 
 
 def attach_bit_budget(model: nn.Module, opt: torch.optim.Optimizer) -> None:
@@ -248,7 +276,7 @@ def memory_kb(model: nn.Module, rounded: bool = False) -> tuple[Tensor | None, f
 
 def quant_penalty(model: nn.Module) -> Tensor:
     """Scalar memory penalty ``a * relu(M - target_bits * elements / 8192)^2`` (0 for Degree-Quant)."""
-    cfg: QuantConfig | None = getattr(model, "_quant_cfg", None)
+    cfg: QuantConfig | None = getattr(model, _CFG_ATTR, None)
     if cfg is None:
         raise ValueError("quant_penalty: model is not quantized; call quant.api.quantize_ first")
     if getattr(model, "_quant_projects", False):  # the bits are projected onto the budget instead
@@ -267,7 +295,7 @@ def _avg(pairs: list[tuple[float, int]]) -> float | None:
 def quant_summary(model: nn.Module) -> dict:
     """JSON-able report: average feature bits without / with the sign bit (the A2Q headline uses *without*),
     per-layer bits, histogram of node bitwidths, mean bits per in-degree, compression 32 / avg bits."""
-    cfg: QuantConfig | None = getattr(model, "_quant_cfg", None)
+    cfg: QuantConfig | None = getattr(model, _CFG_ATTR, None)
     if cfg is None:
         raise ValueError("quant_summary: model is not quantized; call quant.api.quantize_ first")
     layers, hist, deg_sum, deg_cnt, fixed = [], Counter(), Counter(), Counter(), {}

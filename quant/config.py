@@ -138,8 +138,8 @@ class QuantConfig:
                              "the projection meets target_bits without it")
         if self.penalty_bits not in ("rounded", "continuous"):
             raise ValueError(f"{name}: penalty_bits={self.penalty_bits!r}; valid: rounded, continuous")
-        if self.penalty_weight < 0:
-            raise ValueError(f"{name}: penalty_weight={self.penalty_weight} must be >= 0")
+        if not math.isfinite(self.penalty_weight) or self.penalty_weight < 0:  # NaN would train to a NaN loss
+            raise ValueError(f"{name}: penalty_weight={self.penalty_weight} must be a finite number >= 0")
         for field in ("lr_feature_step", "lr_feature_bits", "lr_weight_step", "lr_xw_step",
                       "lr_attention_step", "lr_edge_step"):
             if getattr(self, field) < 0:

@@ -46,7 +46,6 @@ FORBIDDEN_THIRD_PARTY = {"hw": ("torch",)}
 # Today's violations: (importing module, imported module, reason, issue). To remove; this list may only shrink:
 # the test fails for a violation not listed here, and for a listed one that no longer occurs.
 ALLOWLIST = (
-    ("gnn.trainer", "quant.api", "trainer builds/quantizes/summarises A2Q models (lazy imports)", "issue 34"),
     ("hw.workload", "torch", "metis_order hands edge_index to the torch partitioner (dataset workloads only)",
      "issue 34"),
 )

@@ -32,7 +32,7 @@ from distributed.launch import spawn
 from distributed.quantized import dq_mask_generator
 from distributed.runner import DistTrainConfig
 from gnn.models import GNN, ModelConfig
-from quant.api import QuantConfig, quant_param_groups, quant_penalty, quantize_
+from quant.api import QuantConfig, quant_context_of, quant_param_groups, quant_penalty, quantize_
 from quant.graph_context import torch_bool_mask
 from quant.quantizers import dq_protect_probability
 
@@ -71,8 +71,8 @@ def _reference(cora, cfg: DistTrainConfig, steps: int, dtype: torch.dtype):
 
         def hook(module, args, kwargs):
             if module.training:
-                module._quant_context.dq_mask = torch_bool_mask(
-                    dq_protect_probability(module._quant_context.in_deg, lo, hi), gen)
+                quant_context_of(module).dq_mask = torch_bool_mask(
+                    dq_protect_probability(quant_context_of(module).in_deg, lo, hi), gen)
         model.register_forward_pre_hook(hook, with_kwargs=True)
     qgroups = quant_param_groups(model, qcfg, cfg.lr)
     qids = {id(p) for g in qgroups for p in g["params"]}

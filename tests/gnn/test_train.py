@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 import torch
@@ -172,6 +173,16 @@ def test_fp32_warmup_then_quantized_fine_tuning(cora, tmp_path):
     assert resumed.val_loss == straight.val_loss and resumed.test_acc == straight.test_acc
 
 
+def test_fp32_warmup_with_the_learned_bits_recipe(cora):
+    """The warm-up trains FP32 with the run's own settings: the recipe's 8-bit weights (a learned-bit setting) do
+    not stop it."""
+    model_cfg, train_cfg = model_and_train_config(cora, "gcn", "a2q")
+    seed_everything(0)
+    cfg = replace(train_cfg, epochs=1, fp32_warmup_epochs=2, target_bits=4.0)
+    r = train_one(build_model(model_cfg), cora, cora.splits[0], cfg, seed=0, progress=False)
+    assert r.best_epoch == 1 and r.quant_summary["avg_bits"] <= 4.0
+
+
 def test_fp32_warmup_needs_a_quant_method():
     with pytest.raises(ValueError, match="needs a quant method"):
         TrainConfig(fp32_warmup_epochs=10)
@@ -223,11 +234,11 @@ def test_fixed_bits_defaults_match_quant_config_and_bad_values_are_refused():
     for bad in (0, 9, 2.5, True):
         with pytest.raises(ValueError, match="invalid bitwidth"):
             TrainConfig(quant="a2q", weight_bits=bad)
-    for quant in ("none", "dq-int8", "dq-int4"):
-        with pytest.raises(ValueError, match="learned-bit method"):
+    with pytest.raises(ValueError, match="xw_bits needs a quant method"):
+        TrainConfig(quant="none", xw_bits=8)
+    for quant in ("dq-int8", "dq-int4"):  # QuantConfig's rule, reached through the training extension
+        with pytest.raises(ValueError, match="xw_bits set fixed bitwidths"):
             TrainConfig(quant=quant, xw_bits=8)
-    with pytest.raises(ValueError, match="xw_bits set fixed bitwidths"):
-        QuantConfig(method="dq-int4", xw_bits=8)
 
 
 def test_cli_refuses_xw_bits_for_a_model_without_per_channel_points(tmp_path):

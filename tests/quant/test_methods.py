@@ -11,7 +11,16 @@ from gnn.conv import QuantPoint
 from gnn.models import ModelConfig, build_model
 from gnn.ops import in_degree
 from quant.a2q import A2QQuantizer
-from quant.api import QuantConfig, quant_param_groups, quant_penalty, quant_summary, quantize_
+from quant.api import (
+    QuantConfig,
+    is_quantized,
+    quant_config_of,
+    quant_context_of,
+    quant_param_groups,
+    quant_penalty,
+    quant_summary,
+    quantize_,
+)
 from quant.degree_quant import DQQuantizer
 
 ARCHS = ("gcn", "gat", "gin", "sage")
@@ -200,12 +209,12 @@ def test_dq_masks_protected_nodes_only_in_training():
     q = model.convs[1].q_input
     model.train()
     model(data.x, data.edge_index)
-    assert model._quant_context.dq_mask.all()  # p = 1: every node protected
+    assert quant_context_of(model).dq_mask.all()  # p = 1: every node protected
     x = torch.rand(60, 8)
     assert torch.equal(q(x), x)  # protected rows pass in FP32
     model.eval()
     model(data.x, data.edge_index)
-    assert model._quant_context.dq_mask is None
+    assert quant_context_of(model).dq_mask is None
     assert not torch.equal(q(x), x) and len(torch.unique(q(x))) <= 16  # eval: every node at INT4
 
 
@@ -274,7 +283,8 @@ def test_short_cora_gcn_a2q_training_learns(cora):
 
 @pytest.mark.parametrize("method", ["a2q", "degree-aware", "dq-int4"])
 def test_trainer_integration(method):
-    """gnn.trainer calls exactly quantize_ / quant_param_groups / quant_penalty / quant_summary."""
+    """gnn.trainer reaches quantize_ / quant_param_groups / quant_penalty / quant_summary through the training
+    extension registered by the ``gnn.training_extensions`` entry point (quant.training_hooks)."""
     from gnn.data.synthetic import sbm_graph
     from gnn.trainer import TrainConfig, train_one
 
@@ -289,6 +299,42 @@ def test_trainer_integration(method):
         pred = model(graph.data.x, graph.data.edge_index).argmax(-1)
     for idx, reported in ((graph.splits[0].val, res.val_acc), (graph.splits[0].test, res.test_acc)):
         assert reported == int((pred[idx] == graph.data.y[idx]).sum()) / idx.numel()
+
+
+def test_training_extensions_registered_through_the_entry_point():
+    """Every method of quant.config.METHODS is a gnn training extension, found by gnn.hooks through the installed
+    entry point (no import of quant by name), and validates a TrainConfig through its QuantConfig."""
+    from importlib.metadata import entry_points
+
+    from gnn import hooks
+    from gnn.trainer import TrainConfig
+    from quant.config import METHODS
+    from quant.training_hooks import QuantExtension
+
+    assert [ep.value for ep in entry_points(group=hooks.ENTRY_POINT_GROUP) if ep.name == "quant"] == \
+        ["quant.training_hooks:register"]
+    assert hooks.methods() == ("none", *METHODS)
+    for method in METHODS:
+        assert hooks.get(method) == QuantExtension(method)
+        assert hooks.get(method).learns_bits == (method in ("a2q", "degree-aware"))
+    with pytest.raises(ValueError, match="target_bits=9.0 is invalid"):
+        TrainConfig(quant="a2q", target_bits=9.0)  # QuantConfig's rule, at configuration time
+    with pytest.raises(ValueError, match="penalty_weight=nan must be a finite number"):
+        TrainConfig(quant="a2q", penalty_weight=float("nan"))
+
+
+def test_public_accessors_of_a_quantized_model():
+    data = small_graph()
+    model = model_for("gcn", data)
+    assert not is_quantized(model)
+    with pytest.raises(ValueError, match="not quantized"):
+        quant_config_of(model)
+    with pytest.raises(ValueError, match="not quantized"):
+        quant_context_of(model)
+    cfg = QuantConfig(method="a2q")
+    quantize_(model, cfg, data)
+    assert is_quantized(model) and quant_config_of(model) is cfg
+    assert quant_context_of(model).fixed_num_nodes == data.num_nodes
 
 
 @pytest.mark.parametrize("method", ["a2q", "degree-aware", "dq-int4"])
