@@ -792,7 +792,8 @@ def render_fault_injection(res: dict) -> list[str]:
              f"epochs, a checkpoint every {st.get('checkpoint_every')}; each run is killed (SIGKILL, random rank, "
              "random moment between the first and the last checkpoint), resumed, and compared with the "
              "uninterrupted run: every epoch's loss, accuracies and bytes, and the best record.", "",
-             f"**{res.get('equal')} of {res.get('killed')} killed runs ended equal to the uninterrupted run.**", "",
+             f"**{res.get('equal')} of {res.get('runs')} resumed runs ended equal to the uninterrupted run** "
+             f"({res.get('killed')} of them were killed mid-run; the others had finished before the kill).", "",
              "| run | killed rank | kill after (s) | last logged epoch | checkpoint epoch | resumed at | equal |",
              "|---|---|---|---|---|---|---|"]
     for i, r in enumerate(runs):
