@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m gnn.pipeline
+	$(PY) -m pipeline
 
 test: $(STAMP)
 	$(PY) -m pytest -q -m "not slow and not gpu" --durations=15

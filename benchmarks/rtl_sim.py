@@ -39,13 +39,10 @@ CLOCK_NS = 10
 
 
 def _export(tmp: Path) -> Path:
-    from quant.pipeline_steps import step_export, step_quantize
+    from quant.pipeline_steps import export_for_accelerator, train_quantized
 
-    ctx = {"dataset": "cora", "model": "gcn", "seeds": 1, "epochs": 2, "data_root": None, "run_dir": tmp,
-           "progress": False}
-    step_quantize(ctx)
-    step_export(ctx)
-    return Path(ctx["export_path"])
+    train_quantized("cora", "gcn", 1, tmp / "a2q", epochs=2)
+    return export_for_accelerator(tmp / "a2q", tmp / "cora_gcn.qgraph", model="gcn")
 
 
 def _xml_times(work: Path) -> tuple[float, float]:
@@ -93,7 +90,7 @@ def main(argv: list[str] | None = None) -> Path:
         return Path(args.out)
     tmp = Path(tempfile.mkdtemp(prefix="rtl_sim_"))
     export = Path(args.export) if args.export else _export(tmp / "pipeline")
-    from quant.export import load
+    from quant.qgraph import load
 
     q = load(export)
     model = q.to_quantized_gcn()

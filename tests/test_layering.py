@@ -2,8 +2,9 @@
 
 Every ``import`` / ``from ... import`` in every ``.py`` file under ``PACKAGES`` is checked, at module level and
 inside functions, classes and ``if`` blocks alike (relative imports resolved; ``from pkg import name`` counts as
-importing the module ``pkg.name`` when that is a module of the repository). String-based imports
-(``importlib.import_module("quant.pipeline_steps")`` in ``gnn.pipeline``'s lazy steps) are not checked.
+importing the module ``pkg.name`` when that is a module of the repository). String-based imports are not checked;
+the one there is, ``importlib.import_module("pipeline")`` in ``gnn/pipeline.py``'s ``__main__`` block, is the
+deprecation alias ``python -m gnn.pipeline`` (it goes in the next release) and is allowlisted nowhere.
 
 The layers, bottom to top:
 
@@ -16,6 +17,7 @@ The layers, bottom to top:
 * ``distributed``: may import ``gnn`` and ``quant``.
 * ``graphtransformer``: may import ``gnn``, ``quant`` and ``distributed`` (its codecs, launcher and teardown);
   ``distributed`` never imports ``graphtransformer``.
+* ``pipeline`` (the main job, ``python -m pipeline``): may import every package above; none imports it.
 * ``benchmarks`` may import everything (not checked); no package imports ``benchmarks`` or ``tests``.
 """
 
@@ -27,7 +29,7 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("gnn", "quant", "hw", "distributed", "graphtransformer")
+PACKAGES = ("gnn", "quant", "hw", "distributed", "graphtransformer", "pipeline")
 FIRST_PARTY = (*PACKAGES, "benchmarks", "tests")
 
 # Package -> first-party modules it may import besides its own. "a.b" allows a.b and a.b.*; "a.b*" allows every
@@ -39,6 +41,7 @@ ALLOWED = {
            "quant.storage", "quant.integer_*"),
     "distributed": ("gnn", "quant"),
     "graphtransformer": ("gnn", "quant", "distributed"),
+    "pipeline": ("gnn", "quant", "hw", "distributed", "graphtransformer"),
 }
 # Package -> third-party top-level modules it must not import.
 FORBIDDEN_THIRD_PARTY = {"hw": ("torch",)}

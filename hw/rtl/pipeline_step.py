@@ -1,14 +1,15 @@
-"""The RTL step of the main job (``gnn/pipeline.py``): run one ``layer_engine`` tile of the exported model in RTL
-simulation and check it bit-exactly against the golden integer model.
+"""The RTL step of the main job (``python -m pipeline``; wired up by ``pipeline/steps.py``): run one
+``layer_engine`` tile of the exported model in RTL simulation and check it bit-exactly against the golden integer
+model.
 
-:func:`step_rtl` takes ``ctx["export_path"]`` (a ``quant.export`` ``.qgraph``) and ``ctx["run_dir"]``. It cuts a
-tile (up to ``MAX_NODES`` local nodes) of the last layer whose input width fits ``MAX_FEATURES``, simulates it with
-Verilator (Icarus when Verilator is not usable), compares every psum and output element with
+:func:`rtl_check` takes the path of a ``quant.export`` ``.qgraph`` and the run directory. It cuts a tile (up to
+``MAX_NODES`` local nodes) of the last layer whose input width fits ``MAX_FEATURES``, simulates it with Verilator
+(Icarus when Verilator is not usable), compares every psum and output element with
 :func:`quant.integer_gnn.gcn_layer_trace` (and the export's own arrays), and prints
 ``RTL == model: bit-exact, N cycles (model: M)`` with ``M`` = :func:`hw.timing.layer_engine_cycles`. A mismatch
 raises :class:`hw.rtl.tile.TileMismatch`; without a simulator it prints a skip line. Builds and logs go to
-``<run_dir>/rtl/`` (``ctx["rtl_build_root"]``, if given, is the build cache instead); ``ctx["rtl"]`` gets a
-summary dict (also written to ``<run_dir>/rtl/rtl.json``).
+``<run_dir>/rtl/`` (``build_root``, if given, is the build cache instead). It returns a summary dict (also written
+to ``<run_dir>/rtl/rtl.json``), or ``{"skipped": reason}``.
 """
 
 from __future__ import annotations
@@ -29,43 +30,40 @@ def choose_layer(q) -> int | None:
     return fitting[-1] if fitting else None
 
 
-def step_rtl(ctx: dict) -> None:
+def rtl_check(export_path: Path, *, run_dir: Path, model: str = "gcn", build_root: Path | None = None) -> dict:
+    """Simulate one layer tile of the export at ``export_path`` (of a ``model``) in RTL and check it (see the module
+    docstring); returns the summary, or ``{"skipped": reason}`` (with a skip line)."""
+    # Imported here, at call time, so that tests can replace hw.rtl.sim.locate and hw.rtl.tile.simulate_tile.
     from hw.rtl.sim import locate
     from hw.rtl.tile import TileMismatch, check_tile, cut_tile, pick_rows, simulate_tile
     from quant.integer_gnn import gcn_graph
     from quant.qgraph import load
 
-    if "export_path" not in ctx:
-        raise RuntimeError("step rtl needs the export step's output (ctx['export_path']); run --steps "
-                           "train,quantize,export,rtl")
-    if ctx.get("model", "gcn") != "gcn":
-        print(f"   skipped: the RTL tile is a GCN layer (model={ctx['model']!r})")
-        ctx["rtl"] = {"skipped": "not a GCN"}
-        return
-    q = load(ctx["export_path"])
+    if model != "gcn":
+        print(f"   skipped: the RTL tile is a GCN layer (model={model!r})")
+        return {"skipped": "not a GCN"}
+    q = load(export_path)
     li = choose_layer(q)
     if li is None:
         print(f"   skipped: no layer of the export has <= {MAX_FEATURES} input features to fit the RTL tile")
-        ctx["rtl"] = {"skipped": "no layer fits the tile"}
-        return
+        return {"skipped": "no layer fits the tile"}
     sims = {s: locate(s) for s in ("verilator", "icarus")}
     usable = [s for s, (exe, _) in sims.items() if exe is not None]
     if not usable:
         why = "; ".join(f"{s}: {reason}" for s, (_, reason) in sims.items())
         print(f"   skipped: no RTL simulator available ({why})")
-        ctx["rtl"] = {"skipped": why}
-        return
+        return {"skipped": why}
     sim = usable[0]
-    model = q.to_quantized_gcn()
-    layer, x = model.layers[li], np.asarray(q[f"layer{li}.x_codes"])
+    quantized = q.to_quantized_gcn()
+    layer, x = quantized.layers[li], np.asarray(q[f"layer{li}.x_codes"])
     graph = gcn_graph(q["graph.edge_index"], x.shape[0])
     rows = pick_rows(graph, MAX_NODES, MAX_ROWS)
     tile = cut_tile(layer, x, graph, rows)
     for name in ("psum", "out"):  # the golden trace and the export agree on these rows
         if not np.array_equal(getattr(tile, name), np.asarray(q[f"layer{li}.{name}"], dtype=np.int64)[rows]):
             raise TileMismatch(f"the export's layer{li}.{name} differs from quant.integer_gnn on rows {rows.tolist()}")
-    out_dir = (Path(ctx["run_dir"]) / "rtl").resolve()  # the simulator runs in its build folder: absolute paths
-    build_root = Path(ctx.get("rtl_build_root") or out_dir / "build").resolve()
+    out_dir = (Path(run_dir) / "rtl").resolve()  # the simulator runs in its build folder: absolute paths
+    build_root = Path(build_root or out_dir / "build").resolve()
     res = simulate_tile(tile, sim=sim, build_root=build_root, work_dir=out_dir / "tile", max_nodes=MAX_NODES,
                         log_file=out_dir / "sim.log")
     check_tile(tile, res)  # raises TileMismatch naming the first differing element
@@ -76,4 +74,4 @@ def step_rtl(ctx: dict) -> None:
                "rtl_cycles": int(res["cycles"]), "model_cycles": int(model_cycles),
                "parameters": tile.parameters(MAX_NODES)}
     (out_dir / "rtl.json").write_text(json.dumps(summary, indent=1))
-    ctx["rtl"] = summary
+    return summary

@@ -173,14 +173,15 @@ def test_cora_integer_accuracy_within_0p3_points_of_fake_quant(tmp_path):
     assert torch.is_tensor(torch.load(run / "seed0_fold0" / "best.pt", weights_only=True)["convs.0.bias"])
 
 
-def test_pipeline_step_export_skips_other_models_and_needs_the_quantize_step(tmp_path, capsys):
-    from quant.pipeline_steps import step_export
+def test_pipeline_export_skips_other_models_and_needs_the_quantize_step(tmp_path, capsys):
+    from pipeline import PipelineConfig, PipelineContext
+    from pipeline.steps import export
 
-    ctx = {"dataset": "cora", "model": "mlp", "run_dir": tmp_path, "data_root": None}
-    step_export(ctx)
-    assert "skipped" in capsys.readouterr().out and "export_path" not in ctx
+    ctx = PipelineContext(PipelineConfig(run_dir=tmp_path, model="mlp"))
+    export(ctx)
+    assert "skipped" in capsys.readouterr().out and ctx.export_path is None
     with pytest.raises(FileNotFoundError, match="quantize"):
-        step_export({**ctx, "model": "gcn"})
+        export(PipelineContext(PipelineConfig(run_dir=tmp_path, model="gcn")))
 
 
 def test_export_reloads_the_features_the_run_was_trained_on(tmp_path):

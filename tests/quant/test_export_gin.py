@@ -87,20 +87,21 @@ def test_tampered_or_incomplete_exports_name_the_array(exported, tmp_path):
 
 
 def test_gcn_conversion_refuses_and_the_accelerator_model_simulates_a_gin_export(exported, tmp_path, capsys):
-    from hw.pipeline_steps import step_simulate
-    from hw.rtl.pipeline_step import step_rtl
     from hw.simulate import main as simulate
+    from pipeline import PipelineConfig, PipelineContext
+    from pipeline.steps import rtl
+    from pipeline.steps import simulate as simulate_step
 
     q = load(exported[0])
     with pytest.raises(ExportError, match="GIN export.*quant.export_gin.integer_model"):
         q.to_quantized_gcn()
     result = simulate([str(exported[0]), "--out", str(tmp_path)])
     assert result["functional_check"] == ["bit-exact", "bit-exact"]
-    ctx = {"model": "gin", "export_path": exported[0], "run_dir": exported[0].parent}
-    step_simulate(ctx)
-    step_rtl(ctx)
-    assert capsys.readouterr().out.count("skipped") == 1 and ctx["simulation"]["speedup_vs_hygcn"] > 0
-    assert ctx["rtl"] == {"skipped": "not a GCN"}
+    ctx = PipelineContext(PipelineConfig(run_dir=exported[0].parent, model="gin"), export_path=exported[0])
+    simulate_step(ctx)
+    rtl(ctx)
+    assert capsys.readouterr().out.count("skipped") == 1 and ctx.simulation["speedup_vs_hygcn"] > 0
+    assert ctx.rtl == {"skipped": "not a GCN"}
 
 
 def test_cli_exports_trained_gin_runs_with_and_without_the_hidden_quantizer(tmp_path):
@@ -133,12 +134,12 @@ def test_cli_exports_trained_gin_runs_with_and_without_the_hidden_quantizer(tmp_
 
 
 def test_pipeline_quantizes_the_gin_hidden_activation_exports_and_simulates(tmp_path, capsys):
-    from gnn.pipeline import main as pipeline
+    from pipeline import main as pipeline
 
     ctx = pipeline(["--dataset", "cora", "--model", "gin", "--seeds", "1", "--epochs", "2", "--steps",
                     "train,quantize,export,simulate", "--run-dir", str(tmp_path), "--no-progress"])
     cfg = json.loads((tmp_path / "a2q" / "config.json").read_text())
     assert cfg["train"]["quantize_mlp_hidden"] is True
-    q = load(ctx["export_path"])
-    assert q.arch == "gin" and ctx["export_path"].name == "cora_gin.qgraph"
-    assert "functional check ['bit-exact', 'bit-exact']" in capsys.readouterr().out and "simulation" in ctx
+    q = load(ctx.export_path)
+    assert q.arch == "gin" and ctx.export_path.name == "cora_gin.qgraph"
+    assert "functional check ['bit-exact', 'bit-exact']" in capsys.readouterr().out and ctx.simulation is not None

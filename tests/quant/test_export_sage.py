@@ -89,12 +89,12 @@ def test_cli_exports_a_trained_graphsage_run(tmp_path):
 
 
 def test_pipeline_simulates_a_graphsage_export_and_skips_its_rtl(exported, capsys):
-    from hw.pipeline_steps import step_simulate
-    from hw.rtl.pipeline_step import step_rtl
+    from pipeline import PipelineConfig, PipelineContext
+    from pipeline.steps import rtl, simulate
 
-    ctx = {"model": "sage", "export_path": exported[0], "run_dir": exported[0].parent}
-    step_simulate(ctx)
-    step_rtl(ctx)
+    ctx = PipelineContext(PipelineConfig(run_dir=exported[0].parent, model="sage"), export_path=exported[0])
+    simulate(ctx)
+    rtl(ctx)
     out = capsys.readouterr().out
-    assert "functional check ['bit-exact', 'bit-exact']" in out and ctx["simulation"]["speedup_vs_hygcn"] > 0
-    assert out.count("skipped") == 1 and ctx["rtl"] == {"skipped": "not a GCN"}  # the RTL engine is GCN-only
+    assert "functional check ['bit-exact', 'bit-exact']" in out and ctx.simulation["speedup_vs_hygcn"] > 0
+    assert out.count("skipped") == 1 and ctx.rtl == {"skipped": "not a GCN"}  # the RTL engine is GCN-only

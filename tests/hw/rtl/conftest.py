@@ -120,7 +120,7 @@ def rtl_sources():
 def cora_export(tmp_path_factory):
     """A real Cora GCN, A2Q-quantized for 2 epochs and exported by the project's own pipeline steps (loaded)."""
     from quant.export import load
-    from quant.pipeline_steps import step_export, step_quantize
+    from quant.pipeline_steps import export_for_accelerator, train_quantized
 
     try:
         from gnn.data.loaders import load_dataset
@@ -128,8 +128,6 @@ def cora_export(tmp_path_factory):
         load_dataset("cora")
     except Exception as e:  # noqa: BLE001 - any loader failure means the data set is not available here
         pytest.skip(f"Cora is not available: {e}")
-    ctx = {"dataset": "cora", "model": "gcn", "seeds": 1, "epochs": 2, "data_root": None,
-           "run_dir": tmp_path_factory.mktemp("cora_pipeline"), "progress": False}
-    step_quantize(ctx)
-    step_export(ctx)
-    return load(ctx["export_path"])
+    run_dir = tmp_path_factory.mktemp("cora_pipeline")
+    train_quantized("cora", "gcn", 1, run_dir / "a2q", epochs=2)
+    return load(export_for_accelerator(run_dir / "a2q", run_dir / "cora_gcn.qgraph", model="gcn"))
