@@ -70,7 +70,7 @@ def test_replace_outputs_keeps_the_rest_byte_identical():
 
 
 def test_normalise_paths_warnings_and_whitespace():
-    raw = ("\n/tmp/x/runs/r1: done   \n/work/m/gnn/a.py:3: UserWarning: careful\n  warnings.warn('careful')\n"
+    raw = ("\n/tmp/x/runs/r1: done   \n/home/u/gnn/a.py:3: UserWarning: careful\n  warnings.warn('careful')\n"
            "outputs in /tmp/x\nlast\n\n")
     assert rx.normalise(raw, ["/tmp/x"]) == "runs/r1: done\noutputs in .\nlast"
 
