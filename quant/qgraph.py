@@ -125,6 +125,24 @@ def archs_with_dataflow(dataflow: str) -> tuple[str, ...]:
     return tuple(arch for arch, f in ARCH_FORMATS.items() if f.dataflow == dataflow)
 
 
+DEGREE_TABLE = ("degree_min", "degree_max", "degree_bits", "degree_step")  # a degree-bucketed tensor's table
+CSR_ARRAYS = ("graph.edge_index", "graph.indptr", "graph.indices")
+
+
+def layer_array_names(manifest: dict, graph_arrays: tuple[str, ...], layer_suffixes) -> list[str]:
+    """``graph_arrays`` + ``"logits"``, then for every layer ``layer<i>.<s>`` for each suffix ``s`` of
+    ``layer_suffixes(meta)`` (the layer's manifest entry): the names a complete integer export holds."""
+    names = [*graph_arrays, "logits"]
+    for li, meta in enumerate(manifest.get("layers", [])):
+        names += [f"layer{li}.{s}" for s in layer_suffixes(meta)]
+    return names
+
+
+def degree_table(prefix: str, meta: dict, scheme_key: str) -> list[str]:
+    """The degree table's suffixes (``prefix`` + name) when ``meta[scheme_key]`` is ``"degree"``, else none."""
+    return [prefix + s for s in DEGREE_TABLE] if meta.get(scheme_key) == "degree" else []
+
+
 def check_arch(arch, where: str) -> str:
     """``arch`` if it is one this package exports; else ExportError naming the known ones (an unknown arch must never
     be read as another, e.g. simulated as a GCN)."""

@@ -5,6 +5,7 @@ recomputation of its integer path (:mod:`quant.integer_gat`). The arrays are doc
 from __future__ import annotations
 
 from quant.integer_gat import QuantizedGAT, QuantizedGATLayer, gat_constants, gat_graph, gat_layer_trace
+from quant.qgraph import CSR_ARRAYS, degree_table, layer_array_names
 
 ARCH = "gat"
 _LAYER_ARRAYS = ("x_codes", "x_steps", "x_bits", "xw_codes", "xw_steps", "xw_bits", "w_codes", "w_steps",
@@ -12,7 +13,6 @@ _LAYER_ARRAYS = ("x_codes", "x_steps", "x_bits", "xw_codes", "xw_steps", "xw_bit
                  "logit_shift", "score_mult", "score_shift", "exp_table", "ratio", "score", "numer", "coef", "psum",
                  "acc", "out", "out_unit")
 _HIDDEN_ARRAYS = ("out_mult", "out_shift", "elu_thresholds")
-_DEGREE = ("degree_min", "degree_max", "degree_bits", "degree_step")
 
 
 def integer_model(q) -> QuantizedGAT:
@@ -56,15 +56,12 @@ def verify(q) -> None:
 
 def required_arrays(manifest: dict) -> list[str]:
     """Names a complete GAT export must hold."""
-    names = ["graph.edge_index", "graph.indptr", "graph.indices", "graph.in_degree", "logits"]
-    for li, meta in enumerate(manifest.get("layers", [])):
-        p = f"layer{li}."
-        names += [p + s for s in _LAYER_ARRAYS]
-        names += [p + s for s in _HIDDEN_ARRAYS] if meta.get("next_layer_codes") else []
-        names += [p + s for s in ("bias", "bias_int")] if meta.get("has_bias") else []
-        names += [p + s for s in _DEGREE] if meta.get("x_scheme") == "degree" else []
-        names += [p + "xw_" + s for s in _DEGREE] if meta.get("xw_scheme") == "degree" else []
-    return names
+    def suffixes(meta: dict) -> list[str]:
+        return [*_LAYER_ARRAYS, *(_HIDDEN_ARRAYS if meta.get("next_layer_codes") else ()),
+                *(("bias", "bias_int") if meta.get("has_bias") else ()), *degree_table("", meta, "x_scheme"),
+                *degree_table("xw_", meta, "xw_scheme")]
+
+    return layer_array_names(manifest, (*CSR_ARRAYS, "graph.in_degree"), suffixes)
 
 
 __all__ = ["ARCH", "integer_model", "required_arrays", "verify"]

@@ -5,8 +5,11 @@ recomputation of its integer path (:mod:`quant.integer_gnn`). The arrays are doc
 from __future__ import annotations
 
 from quant.integer_gnn import QuantizedGCN, QuantizedGCNLayer, gcn_graph, gcn_layer_trace, layer_constants
+from quant.qgraph import CSR_ARRAYS, degree_table, layer_array_names
 
 ARCH = "gcn"
+_LAYER_ARRAYS = ("x_codes", "x_steps", "x_bits", "w_codes", "w_steps", "xw_steps", "xw_bits", "xw_mult", "xw_shift",
+                 "coef", "xw_codes", "psum", "out", "out_unit")
 
 
 def integer_model(q) -> QuantizedGCN:
@@ -48,16 +51,11 @@ def verify(q) -> None:
 
 def required_arrays(manifest: dict) -> list[str]:
     """Names a complete GCN export must hold."""
-    names = ["graph.edge_index", "graph.indptr", "graph.indices", "graph.in_degree", "logits"]
-    for li, meta in enumerate(manifest.get("layers", [])):
-        p = f"layer{li}."
-        names += [p + s for s in ("x_codes", "x_steps", "x_bits", "w_codes", "w_steps", "xw_steps", "xw_bits",
-                                  "xw_mult", "xw_shift", "coef", "xw_codes", "psum", "out", "out_unit")]
-        names += [p + s for s in ("agg_steps", "agg_bits") if meta.get("has_aggregate_quantizer")]
-        names += [p + "bias"] if meta.get("has_bias") else []
-        names += [p + s for s in ("degree_min", "degree_max", "degree_bits", "degree_step")
-                  if meta.get("x_scheme") == "degree"]
-    return names
+    def suffixes(meta: dict) -> list[str]:
+        return [*_LAYER_ARRAYS, *(("agg_steps", "agg_bits") if meta.get("has_aggregate_quantizer") else ()),
+                *(["bias"] if meta.get("has_bias") else []), *degree_table("", meta, "x_scheme")]
+
+    return layer_array_names(manifest, (*CSR_ARRAYS, "graph.in_degree"), suffixes)
 
 
 __all__ = ["ARCH", "integer_model", "required_arrays", "verify"]

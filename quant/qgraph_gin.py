@@ -8,14 +8,13 @@ import numpy as np
 
 from quant import packing
 from quant.integer_gin import QuantizedGIN, QuantizedGINLayer, gin_constants, gin_graph, gin_layer_trace
-from quant.qgraph import ExportError
+from quant.qgraph import CSR_ARRAYS, ExportError, degree_table, layer_array_names
 
 ARCH = "gin"
 _LAYER_ARRAYS = ("x_codes", "x_steps", "x_bits", "eps", "agg_codes", "agg_steps", "agg_bits", "hid_codes",
                  "hid_steps", "hid_bits", "w1_codes", "w1_steps", "bn_scale", "w2_codes", "w2_steps", "coef",
                  "agg_mult", "agg_shift", "w1_signed", "mid_mult", "mid_shift", "lin2_mult", "lin2_shift", "psum",
                  "mid", "acc", "out", "out_unit")
-_DEGREE = ("degree_min", "degree_max", "degree_bits", "degree_step")
 
 
 def integer_model(q) -> QuantizedGIN:
@@ -66,17 +65,13 @@ def verify(q) -> None:
 
 def required_arrays(manifest: dict) -> list[str]:
     """Names a complete GIN export must hold."""
-    names = ["graph.edge_index", "graph.indptr", "graph.indices", "graph.self_loop", "graph.in_degree", "logits"]
-    for li, meta in enumerate(manifest.get("layers", [])):
-        p = f"layer{li}."
-        names += [p + s for s in _LAYER_ARRAYS]
-        names += [p + "x_packed_flat"] if meta.get("x_step_scheme") == "channel" else [p + "x_packed.payload"]
-        names += [p + s for s in ("b1", "bias1_int") if meta.get("has_b1")]
-        names += [p + s for s in ("b2", "bias2_int") if meta.get("has_b2")]
-        names += [p + s for s in _DEGREE] if meta.get("x_scheme") == "degree" else []
-        names += [p + "agg_" + s for s in _DEGREE] if meta.get("agg_scheme") == "degree" else []
-        names += [p + "hid_" + s for s in _DEGREE] if meta.get("hid_scheme") == "degree" else []
-    return names
+    def suffixes(meta: dict) -> list[str]:
+        return [*_LAYER_ARRAYS, "x_packed_flat" if meta.get("x_step_scheme") == "channel" else "x_packed.payload",
+                *(("b1", "bias1_int") if meta.get("has_b1") else ()),
+                *(("b2", "bias2_int") if meta.get("has_b2") else ()), *degree_table("", meta, "x_scheme"),
+                *degree_table("agg_", meta, "agg_scheme"), *degree_table("hid_", meta, "hid_scheme")]
+
+    return layer_array_names(manifest, (*CSR_ARRAYS, "graph.self_loop", "graph.in_degree"), suffixes)
 
 
 def uniform_width(bits: np.ndarray, who: str) -> int:

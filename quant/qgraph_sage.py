@@ -5,12 +5,12 @@ bit-exact recomputation of its integer path (:mod:`quant.integer_sage`). The arr
 from __future__ import annotations
 
 from quant.integer_sage import QuantizedSAGE, QuantizedSAGELayer, sage_constants, sage_graph, sage_layer_trace
+from quant.qgraph import CSR_ARRAYS, degree_table, layer_array_names
 
 ARCH = "sage"
 _LAYER_ARRAYS = ("x_codes", "x_steps", "x_bits", "agg_steps", "agg_bits", "wn_codes", "wn_steps", "wr_codes",
                  "wr_steps", "coef", "agg_mult", "agg_shift", "neigh_mult", "neigh_shift", "root_mult", "root_shift",
                  "psum", "agg_codes", "acc", "out", "out_unit")
-_DEGREE = ("degree_min", "degree_max", "degree_bits", "degree_step")
 
 
 def integer_model(q) -> QuantizedSAGE:
@@ -49,14 +49,11 @@ def verify(q) -> None:
 
 def required_arrays(manifest: dict) -> list[str]:
     """Names a complete GraphSAGE export must hold."""
-    names = ["graph.edge_index", "graph.indptr", "graph.indices", "graph.in_degree", "logits"]
-    for li, meta in enumerate(manifest.get("layers", [])):
-        p = f"layer{li}."
-        names += [p + s for s in _LAYER_ARRAYS]
-        names += [p + "bias"] if meta.get("has_bias") else []
-        names += [p + s for s in _DEGREE] if meta.get("x_scheme") == "degree" else []
-        names += [p + "agg_" + s for s in _DEGREE] if meta.get("agg_scheme") == "degree" else []
-    return names
+    def suffixes(meta: dict) -> list[str]:
+        return [*_LAYER_ARRAYS, *(["bias"] if meta.get("has_bias") else []), *degree_table("", meta, "x_scheme"),
+                *degree_table("agg_", meta, "agg_scheme")]
+
+    return layer_array_names(manifest, (*CSR_ARRAYS, "graph.in_degree"), suffixes)
 
 
 __all__ = ["ARCH", "integer_model", "required_arrays", "verify"]
