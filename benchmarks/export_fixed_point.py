@@ -17,8 +17,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 from _common import machine, save_results  # noqa: E402
 
-from quant.convert import load_trained, to_quantized_gcn  # noqa: E402
-from quant.integer_gnn import gcn_forward_int  # noqa: E402
+from quant.convert import load_trained  # noqa: F401
+from quant.archs.gcn.convert import to_quantized_gcn  # noqa: F401
+from quant.archs.gcn.integer import gcn_forward_int  # noqa: F401
 
 FORMATS = ((8, 16), (10, 16), (12, 16), (12, 32), (14, 32), (16, 32))
 
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> dict:
            "target_bits": run.config["train"]["target_bits"], "epochs": run.config["train"]["epochs"],
            "penalty_weight": run.config["train"]["penalty_weight"],
            "test_acc_fake_quant": acc_fake, "formats": rows,
-           "note": "integer path (quant.integer_gnn) vs the float32 fake-quant model; one seed",
+           "note": "integer path (quant.archs.gcn.integer) vs the float32 fake-quant model; one seed",
            "machine": machine(), "command": "python benchmarks/export_fixed_point.py --run <run_dir>"}
     print(f"wrote {save_results('export_fixed_point', out)}")
     return out

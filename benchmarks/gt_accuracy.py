@@ -39,8 +39,8 @@ from graphtransformer.training import (  # noqa: E402
     single_process_rows,
     train_seed,
 )
-from quant.config import METHODS as QUANT_METHODS  # noqa: E402
-from quant.config import QuantConfig  # noqa: E402
+from quant.qat.config import METHODS as QUANT_METHODS  # noqa: E402
+from quant.qat.config import QuantConfig  # noqa: E402
 
 # Selected on Cora's validation accuracy and used unchanged for every dataset: a 2-seed screen of 17 variants
 # (attention / input dropout, weight decay, heads, width, layer order, lr, with and without FFN blocks), then six

@@ -117,7 +117,7 @@ def _workload(name: str, order: str = "natural") -> tuple[Workload, dict]:
     """A dataset name (degree-rule bits, GCN F_in -> 128 -> 16) or a ``.qgraph`` export (learned bits, the trained
     model's widths), with what to record about where the bits came from."""
     if name.endswith(".qgraph"):
-        from quant.export import load
+        from quant.qgraph import load
         export = load(name)  # read and checksum-verified once
         provenance = export.manifest.get("provenance", {})
         return workload_from_export(export), {"export": Path(name).name,

@@ -5,12 +5,12 @@
 
 Per (dataset, model, method, target) and seed: train the quantized model with its preset and the grid's penalty
 weight (``gnn.trainer.train_one``, validation-selected weights) and evaluate the float32 fake-quant model; convert it
-to integers (``quant.convert.to_quantized_gcn``, ``quant.convert_sage.to_quantized_sage``,
-``quant.convert_gin.to_quantized_gin`` or ``quant.convert_gat.to_quantized_gat``, default fixed-point format) and
-run the integer path (``quant.integer_gnn``, ``quant.integer_sage``, ``quant.integer_gin``, ``quant.integer_gat``).
+to integers (``quant.archs.gcn.convert.to_quantized_gcn``, ``quant.archs.sage.convert.to_quantized_sage``,
+``quant.archs.gin.convert.to_quantized_gin`` or ``quant.archs.gat.convert.to_quantized_gat``, default fixed-point format) and
+run the integer path (``quant.archs.gcn.integer``, ``quant.archs.sage.integer``, ``quant.archs.gin.integer``, ``quant.archs.gat.integer``).
 GIN is trained with its MLP's hidden activation quantized (``--gin-hidden quantized``: ``quantize_mlp_hidden``, as
 A2Q's code) or, as the grid's GIN cells, without it (``--gin-hidden fixed``: the integer path carries the hidden
-activation in 16-bit fixed point, ``quant.convert_gin``); the cell records which (``gin_hidden``).
+activation in 16-bit fixed point, ``quant.archs.gin.convert``); the cell records which (``gin_hidden``).
 Reports both test accuracies (mean +- std over seeds), the per-seed change in points (issue target: within 0.3 pt)
 and the fraction of all nodes whose predicted class agrees. Writes benchmarks/results/integer_accuracy.json
 (``--merge`` keeps other cells).
@@ -35,14 +35,14 @@ from gnn.data.loaders import load_dataset  # noqa: E402
 from gnn.models import build_model  # noqa: E402
 from gnn.presets import model_and_train_config  # noqa: E402
 from gnn.trainer import seed_everything, train_one  # noqa: E402
-from quant.convert import to_quantized_gcn  # noqa: E402
-from quant.convert_gat import to_quantized_gat  # noqa: E402
-from quant.convert_gin import to_quantized_gin  # noqa: E402
-from quant.convert_sage import to_quantized_sage  # noqa: E402
-from quant.integer_gat import gat_forward_int  # noqa: E402
-from quant.integer_gin import gin_forward_int  # noqa: E402
-from quant.integer_gnn import gcn_forward_int  # noqa: E402
-from quant.integer_sage import sage_forward_int  # noqa: E402
+from quant.archs.gcn.convert import to_quantized_gcn  # noqa: F401
+from quant.archs.gat.convert import to_quantized_gat  # noqa: E402
+from quant.archs.gin.convert import to_quantized_gin  # noqa: E402
+from quant.archs.sage.convert import to_quantized_sage  # noqa: E402
+from quant.archs.gat.integer import gat_forward_int  # noqa: E402
+from quant.archs.gin.integer import gin_forward_int  # noqa: E402
+from quant.archs.gcn.integer import gcn_forward_int  # noqa: F401
+from quant.archs.sage.integer import sage_forward_int  # noqa: E402
 
 NAME = "integer_accuracy"
 INTEGER_PATHS = {"gcn": (to_quantized_gcn, gcn_forward_int), "sage": (to_quantized_sage, sage_forward_int),

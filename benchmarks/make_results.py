@@ -338,10 +338,10 @@ def render_integer_accuracy(res: dict) -> list[str]:
     lines = ["## Integer path against fake-quant (test accuracy, %)", "",
              f"File: `benchmarks/results/integer_accuracy.json`; commands in the last column. Per seed the trained "
              f"(validation-selected) quantized model is evaluated in float32 fake-quant and through its integer golden "
-             f"model (GCN: `quant.integer_gnn`, GraphSAGE: `quant.integer_sage`, GIN: `quant.integer_gin`, "
+             f"model (GCN: `quant.archs.gcn.integer`, GraphSAGE: `quant.archs.sage.integer`, GIN: `quant.archs.gin.integer`, "
              f"trained with its MLP's hidden activation quantized (`gin (quantized hidden)`, A2Q's code) or without "
              f"it as the grid's GIN cells (`gin (16-bit hidden)`: the integer path carries the hidden activation in "
-             f"16-bit fixed point), GAT: `quant.integer_gat`; frac_bits 14 (GAT 20), 32-bit partial sums); "
+             f"16-bit fixed point), GAT: `quant.archs.gat.integer`; frac_bits 14 (GAT 20), 32-bit partial sums); "
              f"delta = integer - fake-quant, mean +- std over seeds (target: within "
              f"{res.get('target_gap_pt', 0.3)} pt).", "",
              "| dataset | model | method | target bits | seeds | avg bits | fake-quant | integer | delta (pt) | "
@@ -644,8 +644,8 @@ def render_pack_speed(res: dict) -> list[str]:
     lines = ["## Bit-packing and Adaptive-Package codec throughput", "",
              f"Command: `{res.get('command', 'python benchmarks/pack_speed.py')}` (file: "
              "`benchmarks/results/pack_speed.json`). MB/s of int8 codes processed per second, best of "
-             f"{res.get('repeats')} repeats: `quant.packing` on {res.get('nodes')} rows x {res.get('features')} codes, "
-             f"the Adaptive-Package codec (`quant.adaptive_package`) on the first {res.get('ap_nodes')} rows at half "
+             f"{res.get('repeats')} repeats: `quant.formats.packing` on {res.get('nodes')} rows x {res.get('features')} codes, "
+             f"the Adaptive-Package codec (`quant.formats.adaptive_package`) on the first {res.get('ap_nodes')} rows at half "
              "density. `mixed`: per-row bitwidths uniform in 0..8. Packed bytes: the payload (1-bit rows are all "
              "zero and store nothing).", "",
              "| bits | pack MB/s | unpack MB/s | packed bytes | AP encode MB/s | AP decode MB/s | AP bytes |",
@@ -733,7 +733,7 @@ def render_quant_storage(res: dict) -> list[str]:
              "File: `benchmarks/results/quant_storage.json`; commands: " + listed + ". Per learned-bit cell of the "
              "preset grid (penalty a = 25): seed 0 trained as in the quantization "
              "table, exported with `quant.export` (integer path checked), and its measured bytes "
-             "(`quant.storage`): all-in = FP32 bytes of every feature tensor, the weights and the CSR adjacency "
+             "(`quant.formats.storage`): all-in = FP32 bytes of every feature tensor, the weights and the CSR adjacency "
              "over the quantized bytes of the same, bit tables and steps included; features = the feature tensors "
              "alone. The input features dominate on these bag-of-words graphs (stored in 2 signed bits when "
              "binary), so the all-in ratio moves little with the learned bits. Degree-Quant's uniform INT8 / INT4 "

@@ -1,4 +1,4 @@
-"""Throughput of quant.packing (pack_rows / unpack_rows) and quant.adaptive_package per bitwidth, one core.
+"""Throughput of quant.formats.packing (pack_rows / unpack_rows) and quant.formats.adaptive_package per bitwidth, one core.
 
 MB/s counts the int8 code bytes (N * F) processed per second (best of ``--repeats``); the issue's target is
 >= 100 MB/s for pack and unpack on one CPU core. The codecs are NumPy (single-threaded); torch is pinned to
@@ -22,8 +22,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from _common import RESULTS, machine, save_results  # noqa: E402
 
-from quant.adaptive_package import decode, encode  # noqa: E402
-from quant.packing import code_range, pack_rows, unpack_rows  # noqa: E402
+from quant.formats.adaptive_package import decode, encode  # noqa: E402
+from quant.formats.packing import code_range, pack_rows, unpack_rows  # noqa: E402
 
 TARGET_MB_PER_S = 100.0  # issue 3: pack and unpack >= 100 MB/s of codes on one CPU core
 

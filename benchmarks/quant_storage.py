@@ -66,7 +66,7 @@ def save(path: Path, cells: list[dict], command: str) -> None:
                                MODELS.index(c["model"]) if c["model"] in MODELS else 99, c["method"],
                                -c["target_bits"]))
     path.write_text(json.dumps({"benchmark": "quant_storage", "machine": machine(), "cells": merged,
-                                "note": "seed 0 per cell; the export's measured bytes (quant.storage)"}, indent=1))
+                                "note": "seed 0 per cell; the export's measured bytes (quant.formats.storage)"}, indent=1))
 
 
 def main(argv: list[str] | None = None) -> list[dict]:

@@ -32,14 +32,14 @@ from _common import machine  # noqa: E402
 from hw.rtl.sim import locate  # noqa: E402
 from hw.rtl.tile import check_tile, cut_tile, pick_rows, simulate_tile  # noqa: E402
 from hw.timing import OUTPUT_STAGE_LATENCY_CYCLES, aggregation_cycles, combination_cycles  # noqa: E402
-from quant.integer_gnn import gcn_graph  # noqa: E402
+from quant.archs.gcn.integer import gcn_graph  # noqa: F401
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CLOCK_NS = 10
 
 
 def _export(tmp: Path) -> Path:
-    from quant.pipeline_steps import export_for_accelerator, train_quantized
+    from pipeline.quantize import export_for_accelerator, train_quantized
 
     train_quantized("cora", "gcn", 1, tmp / "a2q", epochs=2)
     return export_for_accelerator(tmp / "a2q", tmp / "cora_gcn.qgraph", model="gcn")

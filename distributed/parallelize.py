@@ -30,7 +30,7 @@ from distributed.quantized import SHARDED_ATTR, ShardInfo, shard_quantizers
 from gnn.conv import GCNConv
 from gnn.models import GNN, dropout
 from gnn.trainer import first_layer_takes_sparse
-from quant.api import is_quantized
+from quant.qat.api import is_quantized
 
 
 @dataclass(frozen=True, kw_only=True)

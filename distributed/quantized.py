@@ -37,12 +37,12 @@ from torch import Tensor, nn
 from distributed import codecs
 from distributed.halo import ByteCounter, Transfer
 from distributed.partition import Partition
-from quant.a2q import A2QQuantizer
-from quant.api import KB_BITS, quant_config_of, quant_context_of
-from quant.degree_aware import degree_bucket
-from quant.degree_quant import DQQuantizer
-from quant.graph_context import torch_bool_mask
-from quant.quantizers import (
+from quant.qat.a2q import A2QQuantizer
+from quant.qat.api import KB_BITS, quant_config_of, quant_context_of
+from quant.qat.degree_aware import degree_bucket
+from quant.qat.degree_quant import DQQuantizer
+from quant.qat.graph_context import torch_bool_mask
+from quant.qat.quantizers import (
     a2q_fake_quant,
     affine_fake_quant,
     affine_qparams,
@@ -143,7 +143,7 @@ class ShardedA2Q(A2QQuantizer):
 
 
 def distributed_percentile_range(values: Tensor, pct: float, group=None) -> tuple[Tensor, Tensor]:
-    """`quant.quantizers.percentile_range` of the union of every rank's ``values``, exactly.
+    """`quant.qat.quantizers.percentile_range` of the union of every rank's ``values``, exactly.
 
     Each rank contributes its k smallest and m largest values (k, m: the ranks of the two percentiles in the
     union, known after one all_reduce of the counts), so the union's k-th smallest is among the gathered ones.
@@ -181,7 +181,7 @@ class ShardedDQ(DQQuantizer):
 
     def _range(self, x: Tensor) -> tuple[Tensor, Tensor]:
         if self.kind == "weight":  # replicated tensor: the local percentile is the global one
-            from quant.quantizers import percentile_range
+            from quant.qat.quantizers import percentile_range
 
             return percentile_range(x, self.percentile)
         return distributed_percentile_range(x, self.percentile, self.shard.group)
@@ -258,7 +258,7 @@ def quant_penalty_local(model: nn.Module) -> Tensor:
     cfg = quant_config_of(model)
     if cfg.is_dq or cfg.penalty_weight == 0:
         return torch.zeros(())
-    rounded = getattr(cfg, "penalty_bits", "continuous") == "rounded"  # as quant.api.quant_penalty
+    rounded = getattr(cfg, "penalty_bits", "continuous") == "rounded"  # as quant.qat.api.quant_penalty
     m_local, e_local = torch.zeros(()), 0
     for _, q in sharded_quantizers(model):
         if q.learn_bits and q._last_row_elems:
@@ -296,7 +296,7 @@ def gather_quantized_model(model: nn.Module, shard: ShardInfo, data, rank: int =
     """Rebuild the single-process quantized `GNN` (``quantize_`` on ``data``, then the gathered state) on ``rank``;
     other ranks get None. Collective: every rank must call it."""
     from gnn.models import GNN
-    from quant.api import quantize_
+    from quant.qat.api import quantize_
 
     state = global_state_dict(model, shard)
     if dist.get_rank() != rank:

@@ -5,7 +5,7 @@ nodes; weight gradients are then summed over ranks, which equals the single-proc
 
 Quantized training (``quant != "none"``): ``quant.quantize_`` on the full graph (as `gnn.trainer`), then
 `parallelize_gnn` shards the per-node quantizer parameters (`distributed.quantized`); the optimizer has the
-quantizer parameter groups of ``quant.api.quant_param_groups`` and the loss adds A2Q's memory penalty, summed over
+quantizer parameter groups of ``quant.qat.api.quant_param_groups`` and the loss adds A2Q's memory penalty, summed over
 ranks (`distributed.quantized.quant_penalty_local`). Logged ``loss`` is the task loss (as `gnn.trainer`).
 
 Checkpoints (``checkpoint_every``, ``resume``; `distributed.checkpoint`): model + optimizer through
@@ -42,7 +42,7 @@ from distributed.quantized import (
     to_global,
 )
 from gnn.data.partition import METHODS, cached_partition_nodes, partition_nodes
-from gnn.models import ARCHS, GNN, ModelConfig
+from gnn.models import CONVS, GNN, ModelConfig
 from gnn.trainer import sparse_input_pays
 
 QUANT_MODES = ("none", "a2q", "degree-aware", "dq-int8", "dq-int4")
@@ -89,8 +89,8 @@ class DistTrainConfig:
     dtype: str = "float32"
 
     def __post_init__(self) -> None:
-        if self.arch not in ARCHS:
-            raise ValueError(f"DistTrainConfig: unknown arch {self.arch!r}; valid: {', '.join(ARCHS)}")
+        if self.arch not in CONVS:
+            raise ValueError(f"DistTrainConfig: unknown arch {self.arch!r}; valid: {', '.join(CONVS)}")
         if self.partition_method not in METHODS:
             raise ValueError(f"DistTrainConfig: unknown partition method {self.partition_method!r}; "
                              f"valid: {', '.join(METHODS)}")
@@ -335,11 +335,11 @@ def _train_rank(cfg: DistTrainConfig, log) -> dict:
     gnn = GNN(mcfg).to(device)
     full_data = None
     if cfg.quant != "none":  # calibrated on the full graph, identically on every rank (see distributed.quantized)
-        from quant.api import QuantConfig, quantize_
+        from quant.qat.api import QuantConfig, quantize_
 
         full_data = data.clone()
         full_data.x = x
-        # A2Q's penalty: the exact budget projection (quant.budget) needs every rank's bits and is not sharded yet
+        # A2Q's penalty: the exact budget projection (quant.qat.budget) needs every rank's bits and is not sharded yet
         quantize_(gnn, QuantConfig(method=cfg.quant, target_bits=cfg.target_bits, bits_control="penalty"), full_data)
     sparse_input = sparse_input_pays(gnn, x) if cfg.sparse_input is None else cfg.sparse_input
     if sparse_input:
@@ -402,7 +402,7 @@ def _optimizer(model, cfg: DistTrainConfig) -> torch.optim.Optimizer:
     """Adam over the model parameters, plus quant's quantizer groups (own lrs, no weight decay) when quantized."""
     if cfg.quant == "none":
         return torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    from quant.api import quant_config_of, quant_param_groups
+    from quant.qat.api import quant_config_of, quant_param_groups
 
     qgroups = quant_param_groups(model.module, quant_config_of(model.module), cfg.lr)
     qids = {id(p) for grp in qgroups for p in grp["params"]}
@@ -413,7 +413,7 @@ def _optimizer(model, cfg: DistTrainConfig) -> torch.optim.Optimizer:
 def _finish_quantized(model, cfg: DistTrainConfig, g, full_data, log) -> dict:
     """Gather the single-process quantized model on rank 0: its quant summary and, with ``export_path``, the
     accelerator export (``quant.export.export_model``). Every rank returns the global state dict."""
-    from quant.api import quant_summary
+    from quant.qat.api import quant_summary
 
     state = global_state_dict(model.module, model.shard)
     single = gather_quantized_model(model.module, model.shard, full_data)

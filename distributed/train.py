@@ -29,14 +29,14 @@ from distributed.halo import ExchangeConfig
 from distributed.runner import CRASH_POINTS, QUANT_MODES, DistTrainConfig, train_rank
 from distributed.teardown import finish_process_groups, run_rank_main
 from gnn.data.partition import METHODS
-from gnn.models import ARCHS
+from gnn.models import CONVS
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m distributed.train", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset", default="cora")
-    p.add_argument("--model", default="gcn", choices=ARCHS)
+    p.add_argument("--model", default="gcn", choices=list(CONVS))
     p.add_argument("--parts", type=int, default=0, help="partitions (default: the world size; must equal it)")
     p.add_argument("--partition-method", default="metis", choices=METHODS)
     p.add_argument("--exchange", default="fp32", choices=CODECS, help="codec of forward halo rows")

@@ -14,7 +14,7 @@ names a `TrainingExtension` registered here, and the trainer calls it at fixed p
 
 Registration: a package declares an entry point in the group ``gnn.training_extensions`` whose object is a
 callable with no arguments that calls `register` for each of its methods (the quant package:
-``quant = "quant.training_hooks:register"`` in pyproject.toml). The entry points are loaded on the first lookup,
+``quant = "quant.qat.training_hooks:register"`` in pyproject.toml). The entry points are loaded on the first lookup,
 so ``gnn`` never imports them by name; `register` can also be called directly (tests, scripts).
 """
 

@@ -4,6 +4,7 @@ to a built model afterwards (``quant.quantize_``, ``distributed``), never inside
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -15,8 +16,7 @@ from torch_geometric.nn import global_add_pool, global_mean_pool
 from gnn.conv import GATConv, GCNConv, GINConv, SAGEConv
 from gnn.conv.gin import gin_mlp
 from gnn.conv.linear import Linear
-
-ARCHS = ("gcn", "gin", "gat", "sage")
+from gnn.registry import Registry
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -24,7 +24,7 @@ class ModelConfig:
     """Architecture of a GNN.
 
     Attributes:
-        arch: layer type, one of ``ARCHS``.
+        arch: layer type, a name of ``CONVS`` (``gcn``, ``gin``, ``gat``, ``sage`` or one registered).
         in_dim: input feature width; out_dim: number of classes.
         hidden_dim: hidden width (for GAT: width per head).
         num_layers: number of message-passing layers (>= 1).
@@ -44,7 +44,7 @@ class ModelConfig:
             readouts are large and the MLP head's ReLU units die in the first steps (PROTEINS GIN: majority class).
     """
 
-    arch: Literal["gcn", "gin", "gat", "sage"]
+    arch: str
     in_dim: int
     out_dim: int
     hidden_dim: int = 16
@@ -60,8 +60,8 @@ class ModelConfig:
     head: Literal["mlp", "linear-sum"] = "mlp"
 
     def __post_init__(self) -> None:
-        if self.arch not in ARCHS:
-            raise ValueError(f"ModelConfig: unknown arch {self.arch!r}; valid: {', '.join(ARCHS)}")
+        if self.arch not in CONVS:
+            raise ValueError(f"ModelConfig: unknown arch {self.arch!r}; valid: {', '.join(CONVS)}")
         if self.num_layers < 1:
             raise ValueError(f"ModelConfig: num_layers={self.num_layers}; need >= 1")
         if min(self.in_dim, self.out_dim, self.hidden_dim, self.heads, self.out_heads) < 1:
@@ -76,23 +76,55 @@ class ModelConfig:
             raise ValueError(f"ModelConfig: unknown head {self.head!r}; valid: mlp, linear-sum")
 
 
-def make_conv(cfg: ModelConfig, in_dim: int, out_dim: int, is_last: bool) -> nn.Module:
-    """The one architecture hook: the layer of ``cfg.arch`` mapping ``in_dim`` to ``out_dim``.
+@dataclass(frozen=True, kw_only=True)
+class ConvSpec:
+    """One architecture's message-passing layer, as :class:`GNN` builds it (the FP32 side of an architecture; what
+    follows training is ``quant.archs``, keyed by the same name)."""
 
-    For GAT, ``out_dim`` is the total output width; hidden layers concatenate ``cfg.heads`` heads,
-    the last node-level layer averages ``cfg.out_heads`` heads.
-    """
-    if cfg.arch == "gcn":
-        return GCNConv(in_dim, out_dim)
-    if cfg.arch == "sage":
-        return SAGEConv(in_dim, out_dim)
-    if cfg.arch == "gin":
-        # The MLP's inner width is the model's hidden width, also in the last node-level layer: an inner width
-        # of out_dim (the class count) put a C-wide BatchNorm+ReLU bottleneck before the logits (Cora: 63%).
-        return GINConv(in_dim, out_dim, mlp=gin_mlp(in_dim, out_dim, cfg.hidden_dim), train_eps=True)
+    name: str  # ModelConfig.arch
+    layer: type[nn.Module]  # the conv class (quantization finds a model's layers by it)
+    build: Callable[[ModelConfig, int, int, bool], nn.Module]  # (cfg, in_dim, out_dim, is_last) -> layer
+    activation: Literal["relu", "elu"] = "relu"  # between layers
+    multi_head: bool = False  # hidden width = hidden_dim * heads (hidden layers concatenate heads)
+
+
+CONVS: Registry[ConvSpec] = Registry("arch")  # arch name -> spec: the one table of FP32 layer types
+
+
+def register_conv(spec: ConvSpec) -> ConvSpec:
+    """Make ``spec.name`` a valid ``ModelConfig.arch`` (a second spec of the same name is refused)."""
+    return CONVS.register(spec.name, spec)
+
+
+def unregister_conv(name: str) -> None:
+    """Remove a registered layer type (tests that add a toy one clean up with this)."""
+    CONVS.unregister(name)
+
+
+def _gin(cfg: ModelConfig, in_dim: int, out_dim: int, is_last: bool) -> nn.Module:
+    # The MLP's inner width is the model's hidden width, also in the last node-level layer: an inner width
+    # of out_dim (the class count) put a C-wide BatchNorm+ReLU bottleneck before the logits (Cora: 63%).
+    return GINConv(in_dim, out_dim, mlp=gin_mlp(in_dim, out_dim, cfg.hidden_dim), train_eps=True)
+
+
+def _gat(cfg: ModelConfig, in_dim: int, out_dim: int, is_last: bool) -> nn.Module:
+    # out_dim is the total output width: hidden layers concatenate cfg.heads heads, the last node-level layer
+    # averages cfg.out_heads heads
     if is_last and cfg.pool == "none":
         return GATConv(in_dim, out_dim, heads=cfg.out_heads, concat=False, dropout=cfg.attn_dropout)
     return GATConv(in_dim, out_dim // cfg.heads, heads=cfg.heads, dropout=cfg.attn_dropout)
+
+
+for _spec in (ConvSpec(name="gcn", layer=GCNConv, build=lambda cfg, i, o, last: GCNConv(i, o)),
+              ConvSpec(name="gin", layer=GINConv, build=_gin),
+              ConvSpec(name="gat", layer=GATConv, build=_gat, activation="elu", multi_head=True),
+              ConvSpec(name="sage", layer=SAGEConv, build=lambda cfg, i, o, last: SAGEConv(i, o))):
+    register_conv(_spec)
+
+
+def make_conv(cfg: ModelConfig, in_dim: int, out_dim: int, is_last: bool) -> nn.Module:
+    """The layer of ``cfg.arch`` mapping ``in_dim`` to ``out_dim`` (its :class:`ConvSpec`'s ``build``)."""
+    return CONVS[cfg.arch].build(cfg, in_dim, out_dim, is_last)
 
 
 def dropout(x: Tensor, p: float, training: bool) -> Tensor:
@@ -123,7 +155,7 @@ class GNN(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.cfg = cfg
-        hidden = cfg.hidden_dim * cfg.heads if cfg.arch == "gat" else cfg.hidden_dim
+        hidden = cfg.hidden_dim * cfg.heads if CONVS[cfg.arch].multi_head else cfg.hidden_dim
         node_task = cfg.pool == "none"
         dims = [cfg.in_dim] + [hidden] * (cfg.num_layers - 1) + [cfg.out_dim if node_task else hidden]
         self.convs = nn.ModuleList()
@@ -146,7 +178,7 @@ class GNN(nn.Module):
                 m.reset_parameters()
 
     def _activation(self, h: Tensor) -> Tensor:
-        return F.elu(h) if self.cfg.arch == "gat" else F.relu(h)
+        return F.elu(h) if CONVS[self.cfg.arch].activation == "elu" else F.relu(h)
 
     def forward(self, x: Tensor, edge_index: Tensor, batch: Tensor | None = None) -> Tensor:
         cfg = self.cfg

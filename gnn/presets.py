@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from gnn import hooks
 from gnn.data.loaders import GraphData
-from gnn.models import ARCHS, ModelConfig
+from gnn.models import CONVS, ModelConfig
 from gnn.trainer import TrainConfig
 
 PLANETOID = ("cora", "citeseer")
@@ -51,8 +51,8 @@ def learned_bits_recipe(arch: str, model: ModelConfig, train: TrainConfig) -> tu
     """Learned bits (a2q, degree-aware) on a node task: 8-bit weights and XW (A2Q's code keeps them at 4, which
     cost Cora GCN about half a point at 1.7 feature bits), hidden width at least 64 (low-bit features need more
     channels), and the bits projected onto the target after every step (``bits_control="project"``,
-    quant/budget.py) instead of A2Q's penalty, which overshot the target by up to a bit."""
-    heads = model.heads if arch == "gat" else 1  # GAT's hidden_dim is per head
+    quant/qat/budget.py) instead of A2Q's penalty, which overshot the target by up to a bit."""
+    heads = model.heads if CONVS[arch].multi_head else 1  # GAT's hidden_dim is per head
     model = replace(model, hidden_dim=max(model.hidden_dim, -(-QUANT_MIN_HIDDEN // heads)))
     xw = {"xw_bits": QUANT_FIXED_BITS} if arch in XW_ARCHS else {}
     return model, replace(train, weight_bits=QUANT_FIXED_BITS, bits_control="project", **xw)
@@ -74,8 +74,8 @@ def describe(graph: GraphData, arch: str, quant: str = "none", recipe: bool = Tr
 
 def fp32_config(graph: GraphData, arch: str) -> tuple[ModelConfig, TrainConfig]:
     """The FP32 configuration of ``arch`` on ``graph`` (the papers' settings)."""
-    if arch not in ARCHS:
-        raise ValueError(f"unknown model {arch!r}; valid: {', '.join(ARCHS)}")
+    if arch not in CONVS:
+        raise ValueError(f"unknown model {arch!r}; valid: {', '.join(CONVS)}")
     if graph.task == "topology":
         raise ValueError(f"dataset {graph.name!r} has no node features ({graph.info.get('note', '')}); "
                          f"it serves topology work (degree statistics, accelerator workloads), not training")

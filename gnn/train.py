@@ -5,7 +5,7 @@ Node tasks train one model per seed on the dataset's split; graph tasks (mutag, 
 
 Presets (gnn/presets.py; the first line of every run names the one in force, and any flag overrides it):
 FP32 follows each model's paper. Learned bits (--quant a2q / degree-aware) on node tasks also set 8-bit weights
-and XW, a hidden width of at least 64, and project the bits onto --target-bits after every step (quant/budget.py;
+and XW, a hidden width of at least 64, and project the bits onto --target-bits after every step (quant/qat/budget.py;
 --bits-control penalty restores A2Q's memory penalty). Degree-Quant and graph tasks train as FP32 does.
 
 An existing --run-dir is never reused silently: --resume continues its run (same settings, or a one-line refusal
@@ -24,7 +24,7 @@ from gnn.cli import UsageError
 from gnn.data.loaders import load_dataset
 from gnn.data.registry import FEATURE_PREPROCESSING, DataError, load_registry
 from gnn.experiment import format_table, run_experiment
-from gnn.models import ARCHS, build_model
+from gnn.models import CONVS, build_model
 from gnn.presets import describe, model_and_train_config, with_overrides
 from gnn.rundir import RunDirError, check_run_dir
 from gnn.trainer import apply_quantization
@@ -42,7 +42,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m gnn.train", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset", default="cora", help=f"one of: {_dataset_names()}")
-    p.add_argument("--model", default="gcn", help=f"one of: {', '.join(ARCHS)}")
+    p.add_argument("--model", default="gcn", help=f"one of: {', '.join(CONVS)}")
     p.add_argument("--seeds", type=int, default=10, help="number of seeds (node tasks; graph tasks use 10 folds)")
     p.add_argument("--first-seed", type=int, default=0)
     p.add_argument("--epochs", type=int, help="override the preset's epochs")
@@ -93,8 +93,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
-    if args.model not in ARCHS:
-        raise UsageError(f"unknown model {args.model!r}; valid: {', '.join(ARCHS)}")
+    if args.model not in CONVS:
+        raise UsageError(f"unknown model {args.model!r}; valid: {', '.join(CONVS)}")
     try:
         hooks.extension_for(args.quant)
     except ValueError as e:  # names the registered methods

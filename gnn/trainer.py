@@ -65,7 +65,7 @@ class TrainConfig:
             no model selection), then quantize it (the quantizers calibrate on the trained model) and train
             ``epochs`` more: quantization-aware fine-tuning from a trained model instead of from scratch. 0: off.
         quantize_mlp_hidden: with ``quant``, also quantize GIN's MLP hidden activation, as A2Q's GIN code does
-            (``quant.config.QuantConfig.quantize_mlp_hidden``).
+            (``quant.qat.config.QuantConfig.quantize_mlp_hidden``).
         weight_bits, xw_bits: with a learned-bit ``quant`` (a2q, degree-aware), the fixed signed bitwidths of the
             weights (per output channel) and of XW (per channel) (``QuantConfig.weight_bits`` / ``xw_bits``; A2Q's
             code keeps both at 4). They are not node features: the memory penalty and the average bits do not

@@ -8,7 +8,8 @@ every :class:`gnn.conv.linear.Linear` (input projection, QKV, output projection,
 sees (in-degrees for the degree-aware tables), and calibrates with ``model(data.x, data.edge_index)``. A graph
 transformer is called with its attention graph and positional encoding instead, so
 :class:`QuantizableGraphTransformer` gives it that signature: it holds the attention graph and the canonical PE
-and is called as ``qmodel(x, edge_index, pe=..., step=...)``. Quantizer placement (``quant.plan``): all "node" points
+and is called as ``qmodel(x, edge_index, pe=..., step=...)``. Quantizer placement (``quant.qat.plan``): all "node"
+points
 sit outside any GCN/GAT/GIN/SAGE layer, so each gets the per-node feature scheme (``degree`` buckets for
 degree-aware, per-node for A2Q); weights get per-output-channel steps at ``weight_bits``. The raw input features
 stay FP32 (they go through ``self.input``, whose weight is quantized; no QuantPoint sits on them).
@@ -46,11 +47,11 @@ class QuantizableGraphTransformer(nn.Module):
 
 def quantize_graph_transformer(model: GraphTransformer, graph: AttentionGraph, pe: Tensor | None, data,
                                cfg) -> QuantizableGraphTransformer:
-    """Wrap ``model`` and apply ``quant.api.quantize_(wrapper, cfg, data)`` (in place on the model's points).
+    """Wrap ``model`` and apply ``quant.qat.api.quantize_(wrapper, cfg, data)`` (in place on the model's points).
 
-    ``cfg`` is a ``quant.api.QuantConfig``; ``data`` the PyG Data of the node task (x, edge_index).
+    ``cfg`` is a ``quant.qat.api.QuantConfig``; ``data`` the PyG Data of the node task (x, edge_index).
     """
-    from quant.api import quantize_
+    from quant.qat.api import quantize_
 
     if model.cfg.pe_dim and (pe is None or pe.shape != (graph.num_nodes, model.cfg.pe_dim)):
         raise ValueError(f"quantize_graph_transformer: pe must be ({graph.num_nodes}, {model.cfg.pe_dim}) "
@@ -64,24 +65,24 @@ def quant_optimizer(qmodel: nn.Module, cfg, lr: float, weight_decay: float) -> t
                                                                                        Callable[[], Tensor]]:
     """AdamW over the model parameters plus the quantizer groups (own lrs, no weight decay), and the memory
     penalty ``() -> scalar`` to add to the loss (zero for Degree-Quant), as gnn/trainer.py does."""
-    from quant.api import attach_bit_budget, quant_param_groups, quant_penalty
+    from quant.qat.api import attach_bit_budget, quant_param_groups, quant_penalty
 
     qgroups = quant_param_groups(qmodel, cfg, lr)
     qids = {id(p) for g in qgroups for p in g["params"]}
     base = [p for p in qmodel.parameters() if id(p) not in qids]
     opt = torch.optim.AdamW([{"params": base, "lr": lr, "weight_decay": weight_decay}, *qgroups])
-    attach_bit_budget(qmodel, opt)  # with bits_control projecting (quant/budget.py); the penalty otherwise
+    attach_bit_budget(qmodel, opt)  # with bits_control projecting (quant/qat/budget.py); the penalty otherwise
     return opt, lambda: quant_penalty(qmodel)
 
 
 def train_quantized_seed(model: GraphTransformer, graph: AttentionGraph, pe: Tensor | None, data, split, cfg,
                          seed: int, qcfg, export_to: str | None = None, dataset: str = "") -> dict:
     """One seed of single-process quantization-aware training (``cfg``: graphtransformer.training.TrainConfig,
-    ``qcfg``: quant.config.QuantConfig); the record of ``train_seed`` gains the average feature bits (without /
+    ``qcfg``: quant.qat.config.QuantConfig); the record of ``train_seed`` gains the average feature bits (without /
     with the sign bit) of the model after the last epoch. ``export_to``: write that final model's quantized tensors
-    there (:func:`quant.export_transformer.export_graph_transformer`)."""
+    there (:func:`quant.archs.transformer.export.export_graph_transformer`)."""
     from graphtransformer.training import single_process_rows, train_seed
-    from quant.api import quant_summary
+    from quant.qat.api import quant_summary
 
     qmodel = quantize_graph_transformer(model, graph, pe, data, qcfg)
     opt, penalty = quant_optimizer(qmodel, qcfg, cfg.lr, cfg.weight_decay)
@@ -91,7 +92,7 @@ def train_quantized_seed(model: GraphTransformer, graph: AttentionGraph, pe: Ten
     record["final_avg_bits"] = summary.get("avg_bits")
     record["final_avg_bits_with_sign"] = summary.get("avg_bits_with_sign")
     if export_to:
-        from quant.export_transformer import export_graph_transformer
+        from quant.archs.transformer.export import export_graph_transformer
 
         record["export"] = str(export_graph_transformer(qmodel, data, export_to, dataset=dataset,
                                                         provenance={"seed": seed, "weights": "final epoch"}))

@@ -37,8 +37,8 @@ from graphtransformer.training import (
     summarize,
     train_seed,
 )
-from quant.config import METHODS as QUANT_METHODS
-from quant.config import QuantConfig
+from quant.qat.config import METHODS as QUANT_METHODS
+from quant.qat.config import QuantConfig
 
 
 def _parse() -> argparse.Namespace:

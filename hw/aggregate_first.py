@@ -1,6 +1,7 @@
 """GIN and GraphSAGE layers on the accelerator: what the simulator consumes of a ``.qgraph`` export of either.
 
-Both golden models (``quant.integer_gin``, ``quant.integer_sage``) aggregate the layer's *input codes* first, because
+Both golden models (``quant.archs.gin.integer``, ``quant.archs.sage.integer``) aggregate the layer's *input codes*
+first, because
 A2Q quantizes the aggregate: the sum (GIN, over the in-edges plus a self loop) or the mean (GraphSAGE, over the
 in-edges) is requantized per node to the aggregate's learned codes, and only then multiplied by the weights. So on
 every accelerator preset these layers run aggregation-first, whatever ``AcceleratorConfig.order`` says (that field
@@ -23,11 +24,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from quant.integer_gin import gin_graph, gin_layer_trace
-from quant.integer_sage import sage_graph, sage_layer_trace
-from quant.qgraph import AGGREGATION_FIRST, archs_with_dataflow
+from quant.archs import AGGREGATION_FIRST, archs_with_dataflow
+from quant.archs.gin.integer import gin_graph, gin_layer_trace
+from quant.archs.sage.integer import sage_graph, sage_layer_trace
 
-ARCHS = tuple(sorted(archs_with_dataflow(AGGREGATION_FIRST)))  # GIN, GraphSAGE: quant.qgraph.ARCH_FORMATS
+ARCHS = tuple(sorted(archs_with_dataflow(AGGREGATION_FIRST)))  # GIN, GraphSAGE: quant.archs.ARCHS
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -93,7 +94,8 @@ def _per_node(bits: np.ndarray, n: int) -> np.ndarray:
 
 
 def gin_layers(q, model) -> tuple[AggregateFirstLayer, ...]:
-    """The layers of a loaded GIN export ``q`` whose integer model (``quant.export_gin.integer_model``) is ``model``."""
+    """The layers of a loaded GIN export ``q`` whose integer model (``quant.archs.gin.reader.integer_model``) is
+    ``model``."""
     n = model.x_codes.shape[0]
     out = []
     for li, lay in enumerate(model.layers):
@@ -111,7 +113,7 @@ def gin_layers(q, model) -> tuple[AggregateFirstLayer, ...]:
 
 
 def sage_layers(q, model) -> tuple[AggregateFirstLayer, ...]:
-    """The layers of a loaded GraphSAGE export (``quant.export_sage.integer_model`` gives ``model``)."""
+    """The layers of a loaded GraphSAGE export (``quant.archs.sage.reader.integer_model`` gives ``model``)."""
     out = []
     for li, lay in enumerate(model.layers):
         p = f"layer{li}."

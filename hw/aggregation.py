@@ -6,7 +6,7 @@ skipping) and the result leaves ``AGGREGATION_LATENCY_CYCLES`` after the last be
 ``num_agg_units / agg_lanes`` groups; a tile of rows with degrees ``d_i`` and ``F`` features needs
 ``B = sum_i max(d_i, 1) * ceil(F / agg_lanes)`` beats, spread evenly (MEGA's outer-product dataflow broadcasts a
 source row to its destinations' partial sums; assumption: perfect balance). Saturation at ``psum_bits`` is the
-golden ``quant.fixed_point.aggregate_int``.
+golden ``quant.formats.fixed_point.aggregate_int``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Per-unit timing is the RTL's (:func:`hw.timing.decoder_package_cycles`): a package of ``L`` 64-bit words loads
 in ``L`` cycles, then emits one (node, feature, code) beat per cycle (the beats of
-:func:`quant.adaptive_package.decode_beats`), plus one cycle per all-zero bitmap row it walks over. The plain
+:func:`quant.formats.adaptive_package.decode_beats`), plus one cycle per all-zero bitmap row it walks over. The plain
 bitmap format is charged the same way per node row (its words, then one beat per non-zero). ``num_decoders``
 decoders share a tile's packages (assumption: perfect round-robin). Dense features bypass the decoder.
 The encoder on the write-back side is charged the same rate (assumption).
@@ -14,7 +14,7 @@ import numpy as np
 
 from hw.pipeline import StageStats
 from hw.timing import decoder_package_cycles
-from quant.adaptive_package import AdaptivePackageStream
+from quant.formats.adaptive_package import AdaptivePackageStream
 
 
 def package_decode_cycles(stream: AdaptivePackageStream, lengths: np.ndarray, nnz: np.ndarray) -> np.ndarray:

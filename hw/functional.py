@@ -1,9 +1,9 @@
 """Functional check run with every simulation: the stream the model moves decodes to the codes it was given,
-and the golden integer layer (:func:`quant.integer_gnn.gcn_layer_int`; GIN and GraphSAGE layers: their golden
+and the golden integer layer (:func:`quant.archs.gcn.integer.gcn_layer_int`; GIN and GraphSAGE layers: their golden
 models, ``hw.aggregate_first``, also matching every combination pass's input codes) on those decoded codes
 reproduces the workload's reference outputs bit for bit. A mismatch raises :class:`FunctionalMismatch` naming
 layer, node and feature. Layers whose integer product needs more than ``max_macs`` multiply-accumulates
-(non-zero codes x F_out: :func:`quant.integer_gnn.int_matmul` skips zero codes, but numpy's int64 matmul has no
+(non-zero codes x F_out: :func:`quant.integer.int_matmul` skips zero codes, but numpy's int64 matmul has no
 BLAS and ~1 GMAC takes seconds) are checked on the stream only; the mode used per layer is returned and reported.
 """
 
@@ -13,8 +13,9 @@ import numpy as np
 
 from hw.aggregate_first import AggregateFirstLayer, golden_graph, golden_trace, pass_inputs
 from hw.layout import FeatureLayout
-from quant.adaptive_package import decode
-from quant.integer_gnn import gcn_graph, gcn_layer_int, int_matmul_macs
+from quant.formats.adaptive_package import decode
+from quant.archs.gcn.integer import gcn_graph, gcn_layer_int
+from quant.integer import int_matmul_macs
 
 
 class FunctionalMismatch(AssertionError):
@@ -69,6 +70,6 @@ def check_workload(workload, layouts: list[FeatureLayout | None] | None = None, 
             modes.append("stream")
             continue
         out, _ = gcn_layer_int(lay, codes, graph)
-        _first_diff(out, lt.out_codes, "integer output (quant.integer_gnn.gcn_layer_int)", li)
+        _first_diff(out, lt.out_codes, "integer output (quant.archs.gcn.integer.gcn_layer_int)", li)
         modes.append("bit-exact")
     return modes

@@ -3,7 +3,7 @@
 * ``dense``: ``F`` values of ``feature_bits_override`` bits per node (FP32 baselines), no zero skipping.
 * ``bitmap`` (the ablation's "degree-aware bits, plain bitmap" step): per node a ``ceil(F/8)``-byte bitmap row,
   the non-zero codes in 8-bit containers and a 4-byte row pointer (rows are variable-length).
-* ``adaptive_package``: the measured :func:`quant.adaptive_package.encode` stream; package bytes and the 9-byte
+* ``adaptive_package``: the measured :func:`quant.formats.adaptive_package.encode` stream; package bytes and the 9-byte
   boundary record of a package are attributed to its ``first_node``; bitmap rows to their node. A random row
   read (no Condense-Edge) fetches ``ceil(F/8) + ceil(nnz * b / 8) + 1`` bytes (bitmap row, values, one header
   byte): an assumption, since a node's values can straddle packages.
@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from hw.decoder import package_decode_cycles
-from quant.adaptive_package import AdaptivePackageStream, encode
+from quant.formats.adaptive_package import AdaptivePackageStream, encode
 
-BOUNDARY_RECORD_BYTES = 9  # first_node u32 + first_value u32 + num_values u8 (quant/adaptive_package.py rule 8)
+BOUNDARY_RECORD_BYTES = 9  # first_node u32 + first_value u32 + num_values u8 (quant/formats/adaptive_package.py rule 8)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -3,7 +3,7 @@
 GCN, GIN and GraphSAGE exports simulate layer by layer (GIN and GraphSAGE aggregation-first on every preset, because
 their golden models aggregate the quantized input: ``hw/aggregate_first.py``); a GAT export is refused.
 
-A graph-transformer export (``quant.export_transformer``) is reported tensor by tensor instead: DRAM bytes per
+A graph-transformer export (``quant.archs.transformer.export``) is reported tensor by tensor instead: DRAM bytes per
 layout and decoder cycles (``hw.tensor_traffic``).
 
 Builds the workload (a quantized export path, or a dataset / synthetic name: cora, citeseer, pubmed,
@@ -93,8 +93,8 @@ def _simulate_export(args: argparse.Namespace, cfg) -> dict:
     if q.arch == "gat":
         raise UsageError(f"{args.workload} is a GAT export; the accelerator model simulates GCN, GIN and GraphSAGE "
                          "layers (attention needs a softmax unit it does not model). Its integer golden model runs "
-                         "with quant.export_gat.integer_model and quant.integer_gat.gat_forward_int; export a GCN, GIN "
-                         "or GraphSAGE run to simulate it")
+                         "with q.integer_model() and quant.archs.gat.integer.gat_forward_int; export a GCN, GIN or "
+                         "GraphSAGE run to simulate it")
     if q.is_graph_transformer:  # tensors only: memory and decoder traffic, no GCN layer to simulate
         from hw.tensor_traffic import feature_traffic, format_rows
 

@@ -2,7 +2,7 @@
 
 A graph transformer's attention is not a GCN layer, so ``hw.simulate`` cannot run it as one; its quantized node
 tensors still travel through DRAM and the Adaptive-Package decoder like a GCN's features. For every node tensor of
-a ``quant.export_transformer`` export this reports the bytes of the FP32 tensor, of the plain bit-packed rows, of
+a ``quant.archs.transformer.export`` export this reports the bytes of the FP32 tensor, of the plain bit-packed rows, of
 the exported Adaptive-Package stream (packages + bitmap + boundary records, :mod:`hw.layout`), and the decoder
 cycles of that exact stream (:func:`hw.timing.decoder_stream_cycles`, the cycle count the RTL decoder matches).
 """
@@ -19,8 +19,8 @@ from hw.timing import decoder_stream_cycles
 
 def feature_traffic(source) -> list[dict]:
     """One row per node tensor of a graph-transformer export (a path or a loaded ``QGraph``)."""
+    from quant.archs.transformer.reader import point_streams
     from quant.qgraph import ExportError, load
-    from quant.qgraph_transformer import point_streams
 
     q = load(source) if isinstance(source, str | Path) else source
     if not q.is_graph_transformer:

@@ -94,7 +94,8 @@ def decoder_package_cycles(length_bits: int, num_values: int, skipped_rows: int 
 def decoder_skipped_rows(bitmap_nnz: np.ndarray, first_node: int, first_value: int, num_values: int) -> int:
     """Cycles the decoder spends walking over nodes without (remaining) non-zeros inside one package.
 
-    Same walk as ``quant.adaptive_package.decode_beats``: stepping to the next node right after a node's last value
+    Same walk as ``quant.formats.adaptive_package.decode_beats``: stepping to the next node right after a node's last
+    value
     is free; every node then found empty (and an empty start) costs one cycle. ``bitmap_nnz`` (N,) = non-zeros
     per node row.
     """
@@ -112,7 +113,7 @@ def decoder_skipped_rows(bitmap_nnz: np.ndarray, first_node: int, first_value: i
 
 
 def decoder_stream_cycles(stream) -> int:
-    """Cycles of a whole :class:`quant.adaptive_package.AdaptivePackageStream` (first word in to last beat out).
+    """Cycles of a whole :class:`quant.formats.adaptive_package.AdaptivePackageStream` (first word in to last beat out).
 
     The sum of :func:`decoder_package_cycles` over the packages, minus one (the last beat's edge ends the count).
     """
@@ -195,7 +196,7 @@ def combination_cycles(stream) -> int:
 def layer_engine_cycles(stream, degrees: Sequence[int]) -> int:
     """Cycles of one ``layer_engine`` tile: first package word (or first edge beat) to the last output row.
 
-    ``stream``: the tile's :class:`quant.adaptive_package.AdaptivePackageStream`; ``degrees``: in-degree of each
+    ``stream``: the tile's :class:`quant.formats.adaptive_package.AdaptivePackageStream`; ``degrees``: in-degree of each
     destination row (in output order, zero-degree rows count one beat). No idle input cycles, no back-pressure.
     """
     beats = sum(aggregation_row_beats(d) for d in degrees)

@@ -9,7 +9,7 @@ Two sources:
   more bits, the direction A2Q/MEGA report), random 4-bit weights (seeded), power-of-two steps calibrated on
   the float64 forward. Datasets without features (``pubmed`` topology) get seeded sparse binary features.
 
-Power-of-two steps make the float64 fake-quant reference (:func:`quant.integer_gnn.gcn_forward_reference` with
+Power-of-two steps make the float64 fake-quant reference (:func:`quant.archs.gcn.integer.gcn_forward_reference` with
 ``exact_constants=False``) equal the integer golden path bit for bit when no partial sum saturates, so the
 reference outputs of a graph workload come from the float64 path and the functional check (hw/functional.py)
 runs the integer path against them.
@@ -24,14 +24,16 @@ import numpy as np
 
 from hw import aggregate_first
 from hw.aggregate_first import golden_graph
-from quant.fixed_point import code_limit
-from quant.integer_gnn import QuantizedGCN, QuantizedGCNLayer, fake_quant, gcn_forward_reference, gcn_graph
-from quant.qgraph import AGGREGATION_FIRST, ARCH_FORMATS, archs_with_dataflow, check_arch, load, reader
+from quant.archs import AGGREGATION_FIRST, ARCHS, archs_with_dataflow, reader
+from quant.archs.gcn.integer import QuantizedGCN, QuantizedGCNLayer, gcn_forward_reference, gcn_graph
+from quant.formats.fixed_point import code_limit
+from quant.integer import fake_quant
+from quant.qgraph import check_arch, load
 
 BITS_RULE = "degree-rule: bits = clip(2 + floor(log2(1 + in_degree)), 2, 8)"
-# export arch -> (display name, hw.aggregate_first.<arch>_layers) of every arch quant.qgraph.ARCH_FORMATS runs
+# export arch -> (display name, hw.aggregate_first.<arch>_layers) of every arch quant.archs.ARCHS runs
 # aggregation-first
-AGGREGATE_FIRST = {arch: (ARCH_FORMATS[arch].name, getattr(aggregate_first, f"{arch}_layers"))
+AGGREGATE_FIRST = {arch: (ARCHS[arch].display_name, getattr(aggregate_first, f"{arch}_layers"))
                    for arch in archs_with_dataflow(AGGREGATION_FIRST)}
 
 
@@ -121,7 +123,7 @@ def build_gcn(x: np.ndarray, edge_index: np.ndarray, dims: tuple[int, ...], seed
 
 
 def _layer_ref(layer: QuantizedGCNLayer, codes: np.ndarray, graph: tuple) -> tuple[np.ndarray, np.ndarray]:
-    from quant.integer_gnn import gcn_layer_reference
+    from quant.archs.gcn.integer import gcn_layer_reference
     return gcn_layer_reference(layer, codes, graph, exact_constants=False)
 
 
@@ -251,7 +253,7 @@ def workload_from_export(source) -> Workload:
 def _aggregate_first_workload(q, name: str) -> Workload:
     """A GIN or GraphSAGE export's workload (:mod:`hw.aggregate_first`)."""
     label, layers_of = AGGREGATE_FIRST[q.arch]
-    model = reader(q.arch).integer_model(q)  # numpy only (quant.qgraph_gin / quant.qgraph_sage)
+    model = reader(q.arch).integer_model(q)  # numpy only (quant.archs.gin.reader / quant.archs.sage.reader)
     ei = np.asarray(q["graph.edge_index"], dtype=np.int64)
     indptr, indices, _ = golden_graph(q.arch, ei, model.x_codes.shape[0])
     if any(meta.get("hid_scheme") == "fixed" for meta in q.manifest.get("layers", [])):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from quant.pipeline_steps import DEFAULT_TARGET_BITS
+from pipeline.quantize import DEFAULT_TARGET_BITS
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 outputs of earlier steps, and sets its own output fields.
 
 The work of the later steps is done by plain functions of their packages (typed arguments, return values):
-:func:`quant.pipeline_steps.train_quantized` and :func:`~quant.pipeline_steps.export_for_accelerator`,
+:func:`pipeline.quantize.train_quantized` and :func:`~pipeline.quantize.export_for_accelerator`,
 :func:`hw.pipeline_steps.simulate_export`, :func:`hw.rtl.pipeline_step.rtl_check`; this module only wires them up.
 """
 
@@ -17,7 +17,7 @@ from gnn.presets import model_and_train_config, with_overrides
 from hw.pipeline_steps import simulate_export
 from hw.rtl.pipeline_step import rtl_check
 from pipeline.context import PipelineConfig, PipelineContext
-from quant.pipeline_steps import export_for_accelerator, train_quantized
+from pipeline.quantize import export_for_accelerator, train_quantized
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,11 @@ The layers, bottom to top:
 
 * ``gnn``: imports no sibling package.
 * ``quant``: may import ``gnn``.
-* ``hw``: may import ``gnn.cli``, ``gnn.data`` (dataset workloads) and the numpy-only modules of ``quant`` (the
-  ``.qgraph`` reader ``quant.qgraph*``, ``quant.fixed_point``, ``quant.packing``, ``quant.adaptive_package``,
-  ``quant.storage``, ``quant.integer_*``); never ``distributed`` or ``graphtransformer``; and not ``torch``
-  itself (the accelerator model is numpy-only).
+* ``hw``: may import ``gnn.cli``, ``gnn.data`` (dataset workloads) and the numpy-only parts of ``quant``
+  (:data:`NUMPY_ONLY`: the ``.qgraph`` format ``quant.qgraph``, ``quant.formats``, ``quant.integer`` and, of the
+  architecture registry ``quant.archs``, each architecture's spec, ``integer`` and ``reader``; never its ``convert``
+  or ``export``); never ``distributed`` or ``graphtransformer``; and not ``torch`` itself (the accelerator model is
+  numpy-only). The numpy-only parts import neither torch nor torch_geometric.
 * ``distributed``: may import ``gnn`` and ``quant``.
 * ``graphtransformer``: may import ``gnn``, ``quant`` and ``distributed`` (its codecs, launcher and teardown);
   ``distributed`` never imports ``graphtransformer``.
@@ -24,6 +25,8 @@ The layers, bottom to top:
 from __future__ import annotations
 
 import ast
+import fnmatch
+import re
 from pathlib import Path
 
 import pytest
@@ -37,14 +40,18 @@ FIRST_PARTY = (*PACKAGES, "benchmarks", "tests")
 ALLOWED = {
     "gnn": (),
     "quant": ("gnn",),
-    "hw": ("gnn.cli", "gnn.data", "quant.qgraph*", "quant.fixed_point", "quant.packing", "quant.adaptive_package",
-           "quant.storage", "quant.integer_*"),
+    "hw": ("gnn.cli", "gnn.data", "quant.qgraph", "quant.formats", "quant.integer", "quant.archs"),
     "distributed": ("gnn", "quant"),
     "graphtransformer": ("gnn", "quant", "distributed"),
     "pipeline": ("gnn", "quant", "hw", "distributed", "graphtransformer"),
 }
+# Package -> first-party modules (fnmatch patterns) it must not import although ALLOWED covers them.
+DENIED = {"hw": ("quant.archs.*.convert", "quant.archs.*.export")}
 # Package -> third-party top-level modules it must not import.
 FORBIDDEN_THIRD_PARTY = {"hw": ("torch",)}
+# The numpy-only modules of quant (full-match regexes): what hw may read an export with, so no torch in them.
+NUMPY_ONLY = (r"quant\.qgraph(\..+)?", r"quant\.formats(\..+)?", r"quant\.integer", r"quant\.archs(\.spec)?",
+              r"quant\.archs\.[^.]+(\.integer|\.reader)?")
 
 # Today's violations: (importing module, imported module, reason, issue). To remove; this list may only shrink:
 # the test fails for a violation not listed here, and for a listed one that no longer occurs.
@@ -91,6 +98,8 @@ def _allowed(package: str, target: str) -> bool:
         return True
     if top not in FIRST_PARTY:
         return top not in FORBIDDEN_THIRD_PARTY.get(package, ())
+    if any(fnmatch.fnmatchcase(target, pattern) for pattern in DENIED.get(package, ())):
+        return False
     for rule in ALLOWED[package]:
         if rule.endswith("*") and target.startswith(rule[:-1]):
             return True
@@ -139,16 +148,38 @@ def test_allowlist_only_shrinks(found):
         f"  {a} -> {b}" for a, b in stale)
 
 
+def test_no_package_imports_benchmarks_or_tests():
+    """``benchmarks`` may import every package, so none imports it (or ``tests``), whatever ALLOWED may come to say."""
+    found = sorted((_module_name(path), target) for package in PACKAGES
+                   for path in sorted((REPO_ROOT / package).rglob("*.py"))
+                   for target in _imported(path) if target.split(".")[0] in ("benchmarks", "tests"))
+    assert not found, "\n".join(f"  {a} imports {b}" for a, b in found)
+
+
 def test_checker_sees_nested_relative_and_from_imports(tmp_path, monkeypatch):
     """The import collector finds function-level, relative and ``from pkg import module`` imports."""
     (tmp_path / "hw" / "sub").mkdir(parents=True)
     (tmp_path / "quant").mkdir()
-    for f in ("hw/__init__.py", "hw/sub/__init__.py", "hw/other.py", "quant/__init__.py", "quant/packing.py"):
+    (tmp_path / "quant" / "formats").mkdir()
+    for f in ("hw/__init__.py", "hw/sub/__init__.py", "hw/other.py", "quant/__init__.py", "quant/formats/__init__.py",
+              "quant/formats/packing.py"):
         (tmp_path / f).write_text("")
     src = tmp_path / "hw" / "sub" / "mod.py"
-    src.write_text("import numpy as np\nfrom .. import other\n\ndef f():\n    from quant import packing, x\n"
+    src.write_text("import numpy as np\nfrom .. import other\n\ndef f():\n    from quant.formats import packing, x\n"
                    "    import torch.nn\n    from ...distributed.partition import y\n")
     monkeypatch.setitem(globals(), "REPO_ROOT", tmp_path)
     got = _imported(src)
-    assert got == {"numpy", "hw.other", "quant.packing", "quant", "torch", "distributed.partition"}
-    assert [t for t in sorted(got) if not _allowed("hw", t)] == ["distributed.partition", "quant", "torch"]
+    assert got == {"numpy", "hw.other", "quant.formats.packing", "quant.formats", "torch", "distributed.partition"}
+    assert [t for t in sorted(got) if not _allowed("hw", t)] == ["distributed.partition", "torch"]
+    assert not _allowed("hw", "quant.archs.gcn.convert") and _allowed("hw", "quant.archs.gcn.reader")
+
+
+def test_numpy_only_modules_import_no_torch():
+    """What hw reads an export with (NUMPY_ONLY) imports neither torch nor torch_geometric, anywhere in the file."""
+    bad = []
+    for path in sorted((REPO_ROOT / "quant").rglob("*.py")):
+        module = _module_name(path)
+        if any(re.fullmatch(pattern, module) for pattern in NUMPY_ONLY):
+            bad += [(module, t) for t in _imported(path) if t in ("torch", "torch_geometric")
+                    or not _allowed("hw", t) and t.split(".")[0] == "quant"]
+    assert not bad, "\n".join(f"  {a} imports {b}" for a, b in bad)

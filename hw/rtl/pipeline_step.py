@@ -5,7 +5,7 @@ model.
 :func:`rtl_check` takes the path of a ``quant.export`` ``.qgraph`` and the run directory. It cuts a tile (up to
 ``MAX_NODES`` local nodes) of the last layer whose input width fits ``MAX_FEATURES``, simulates it with Verilator
 (Icarus when Verilator is not usable), compares every psum and output element with
-:func:`quant.integer_gnn.gcn_layer_trace` (and the export's own arrays), and prints
+:func:`quant.archs.gcn.integer.gcn_layer_trace` (and the export's own arrays), and prints
 ``RTL == model: bit-exact, N cycles (model: M)`` with ``M`` = :func:`hw.timing.layer_engine_cycles`. A mismatch
 raises :class:`hw.rtl.tile.TileMismatch`; without a simulator it prints a skip line. Builds and logs go to
 ``<run_dir>/rtl/`` (``build_root``, if given, is the build cache instead). It returns a summary dict (also written
@@ -36,7 +36,7 @@ def rtl_check(export_path: Path, *, run_dir: Path, model: str = "gcn", build_roo
     # Imported here, at call time, so that tests can replace hw.rtl.sim.locate and hw.rtl.tile.simulate_tile.
     from hw.rtl.sim import locate
     from hw.rtl.tile import TileMismatch, check_tile, cut_tile, pick_rows, simulate_tile
-    from quant.integer_gnn import gcn_graph
+    from quant.archs.gcn.integer import gcn_graph
     from quant.qgraph import load
 
     if model != "gcn":
@@ -61,7 +61,8 @@ def rtl_check(export_path: Path, *, run_dir: Path, model: str = "gcn", build_roo
     tile = cut_tile(layer, x, graph, rows)
     for name in ("psum", "out"):  # the golden trace and the export agree on these rows
         if not np.array_equal(getattr(tile, name), np.asarray(q[f"layer{li}.{name}"], dtype=np.int64)[rows]):
-            raise TileMismatch(f"the export's layer{li}.{name} differs from quant.integer_gnn on rows {rows.tolist()}")
+            raise TileMismatch(f"the export's layer{li}.{name} differs from quant.archs.gcn.integer on rows "
+                               f"{rows.tolist()}")
     out_dir = (Path(run_dir) / "rtl").resolve()  # the simulator runs in its build folder: absolute paths
     build_root = Path(build_root or out_dir / "build").resolve()
     res = simulate_tile(tile, sim=sim, build_root=build_root, work_dir=out_dir / "tile", max_nodes=MAX_NODES,

@@ -2,7 +2,7 @@
 
 A tile is a set of destination rows ``R`` of one layer plus every source node they aggregate from: local nodes are
 ``rows`` first (output row ``r`` = local node ``r``), then the other sources. Every constant comes from
-:func:`quant.integer_gnn.layer_constants` and every expected value from :func:`quant.integer_gnn.gcn_layer_trace`
+:func:`quant.archs.gcn.integer.layer_constants` and every expected value from :func:`quant.archs.gcn.integer.gcn_layer_trace`
 on the *whole* graph (the psum of a destination row only depends on its in-edges, so the tile's rows equal the full
 layer's). Shapes: n local nodes, F input features, L = F_out lanes, R rows, E in-edges of the rows.
 
@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from hw.timing import layer_engine_cycles
-from quant.adaptive_package import AdaptivePackageStream, encode
-from quant.integer_gnn import QuantizedGCNLayer, gcn_layer_trace, layer_constants
+from quant.formats.adaptive_package import AdaptivePackageStream, encode
+from quant.archs.gcn.integer import QuantizedGCNLayer, gcn_layer_trace, layer_constants
 
 RTL_DIR = Path(__file__).resolve().parent
 SOURCES = ["bse", "cpe", "requant", "aggregation_unit", "ap_decoder", "output_stage", "layer_engine"]
@@ -111,7 +111,7 @@ def _per_lane(a, shape) -> np.ndarray:
 
 
 def cut_tile(layer: QuantizedGCNLayer, x_codes: np.ndarray, graph: tuple, rows) -> Tile:
-    """The tile of destination ``rows`` (global IDs) of ``layer`` on ``graph`` (:func:`quant.integer_gnn.gcn_graph`).
+    """The tile of destination ``rows`` (global IDs) of ``layer`` on ``graph`` (:func:`quant.archs.gcn.integer.gcn_graph`).
 
     Raises ValueError when a constant does not fit the engine's ports (coefficients > 16 bits, bias > 32 bits).
     """

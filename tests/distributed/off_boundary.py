@@ -18,7 +18,7 @@ from contextlib import contextmanager
 import torch
 
 from distributed.runner import train_many
-from quant.a2q import A2QQuantizer
+from quant.qat.a2q import A2QQuantizer
 
 MARGIN = 2.0**-12
 

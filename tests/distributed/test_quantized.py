@@ -32,9 +32,9 @@ from distributed.launch import spawn
 from distributed.quantized import dq_mask_generator
 from distributed.runner import DistTrainConfig
 from gnn.models import GNN, ModelConfig
-from quant.api import QuantConfig, quant_context_of, quant_param_groups, quant_penalty, quantize_
-from quant.graph_context import torch_bool_mask
-from quant.quantizers import dq_protect_probability
+from quant.qat.api import QuantConfig, quant_context_of, quant_param_groups, quant_penalty, quantize_
+from quant.qat.graph_context import torch_bool_mask
+from quant.qat.quantizers import dq_protect_probability
 
 STEPS = 4
 TOL_LOSS, TOL_PARAM, TOL_PARAM_ALL, FRACTION, MAX_OFF = 1e-5, 1e-5, 5e-3, 0.98, 2
@@ -125,7 +125,7 @@ def check_equal(cora, cfgs, results) -> None:
 
 
 def test_two_rank_a2q_equals_single_process_and_exports(cora, tmp_path):
-    from quant.export import load
+    from quant.qgraph import load
 
     cfgs = [config("gcn", "a2q", target_bits=2.0, export_path=str(tmp_path / "dist_gcn.qgraph"))]
     results = spawn(train_many_off_boundary, 2, cfgs)

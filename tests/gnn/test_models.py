@@ -4,10 +4,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from gnn.models import ARCHS, ModelConfig, build_model
+from gnn.models import CONVS, ModelConfig, build_model
 
 
-@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("arch", list(CONVS))
 def test_node_model_shapes_and_gradients(arch):
     x = torch.randn(10, 5)
     ei = torch.tensor([[0, 1, 2, 3, 4, 5, 6, 7, 8, 9], [1, 2, 3, 4, 5, 6, 7, 8, 9, 0]])

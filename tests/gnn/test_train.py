@@ -133,7 +133,7 @@ def test_invalid_train_config():
 def test_selection_prefers_epochs_within_the_bit_budget(cora):
     """With learned bits, an epoch within the target beats any epoch over it; the result says whether the
     selected model met the budget (a 0-bit target cannot be met by the penalty in 3 epochs: reported, not hidden;
-    the projection meets any target down to the floor, quant/budget.py)."""
+    the projection meets any target down to the floor, quant/qat/budget.py)."""
     from gnn.trainer import _is_better
 
     assert _is_better(0.5, 1.0, 0.9, 0.1, within_budget=True, best_within_budget=False)
@@ -194,8 +194,8 @@ def test_gin_mlp_hidden_quantization_trains_and_reloads(tmp_path):
     """``--quantize-mlp-hidden`` (A2Q's GIN convention): the run trains, records the option, and its checkpoint
     reloads into a model with the same quantizers (quant.convert.load_trained)."""
     from gnn.train import main
-    from quant.a2q import A2QQuantizer
     from quant.convert import load_trained
+    from quant.qat.a2q import A2QQuantizer
 
     out = main(["--dataset", "cora", "--model", "gin", "--quant", "a2q", "--target-bits", "4", "--epochs", "2",
                 "--seeds", "1", "--quantize-mlp-hidden", "--run-dir", str(tmp_path), "--no-progress"])
@@ -211,7 +211,8 @@ def test_weight_and_xw_bits_train_and_reload(tmp_path):
     """``--weight-bits`` / ``--xw-bits`` reach the A2Q weight and XW quantizers, the run records them, the
     checkpoint reloads with them, and the export's integer model carries them."""
     from gnn.train import main
-    from quant.convert import load_trained, to_quantized_gcn
+    from quant.archs.gcn.convert import to_quantized_gcn
+    from quant.convert import load_trained
 
     main(["--dataset", "cora", "--model", "gcn", "--quant", "a2q", "--target-bits", "4", "--epochs", "2",
           "--seeds", "1", "--weight-bits", "8", "--xw-bits", "6", "--run-dir", str(tmp_path), "--no-progress"])
@@ -228,7 +229,7 @@ def test_weight_and_xw_bits_train_and_reload(tmp_path):
 
 def test_fixed_bits_defaults_match_quant_config_and_bad_values_are_refused():
     from gnn.trainer import DEFAULT_FIXED_BITS
-    from quant.config import QuantConfig
+    from quant.qat.config import QuantConfig
 
     assert QuantConfig.weight_bits == QuantConfig.xw_bits == DEFAULT_FIXED_BITS
     for bad in (0, 9, 2.5, True):

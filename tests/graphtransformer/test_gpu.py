@@ -132,7 +132,7 @@ def test_quantized_training_on_gpu():
     from gnn.data.synthetic import sbm_graph
     from graphtransformer.quantize import train_quantized_seed
     from graphtransformer.training import TrainConfig, model_config, prepare
-    from quant.api import QuantConfig
+    from quant.qat.api import QuantConfig
 
     gd = sbm_graph(80, num_classes=4, avg_degree=6, num_features=8, seed=0)
     cfg = TrainConfig(attention="interleaved", num_layers=3, hidden_dim=16, num_heads=2, dropout=0.0,

@@ -9,8 +9,8 @@ import torch.nn.functional as F
 from graphtransformer.model import GraphTransformer, GraphTransformerConfig, attention_graph
 from graphtransformer.quantize import QuantizableGraphTransformer, quant_optimizer, quantize_graph_transformer
 from graphtransformer.training import TrainConfig, model_config, prepare, single_process_rows, train_seed
-from quant.a2q import A2QQuantizer
-from quant.api import QuantConfig, quant_summary
+from quant.qat.a2q import A2QQuantizer
+from quant.qat.api import QuantConfig, quant_summary
 
 N = 24
 

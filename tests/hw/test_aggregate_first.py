@@ -18,7 +18,8 @@ from hw.report import run_simulation
 from hw.scheduler import Simulator, tile_nodes
 from hw.timing import requant_cycles
 from hw.workload import workload_from_export
-from quant.export import export_model, load
+from quant.export import export_model
+from quant.qgraph import load
 
 
 def _module(name: str):

@@ -10,8 +10,8 @@ from hw.config import AcceleratorConfig
 from hw.decoder import package_decode_cycles
 from hw.layout import BOUNDARY_RECORD_BYTES, feature_layout, package_lengths
 from hw.timing import cpe_stream_cycles, decoder_package_cycles, decoder_skipped_rows, decoder_stream_cycles
-from quant.adaptive_package import encode
-from quant.fixed_point import csr_from_edge_index
+from quant.formats.adaptive_package import encode
+from quant.formats.fixed_point import csr_from_edge_index
 
 
 def test_bitserial_single_cpe_equals_rtl_formula():

@@ -8,7 +8,8 @@ import pytest
 from hw.config import preset
 from hw.report import run_simulation
 from hw.workload import workload_from_export
-from quant.export import export_model, load
+from quant.export import export_model
+from quant.qgraph import load
 
 
 def _convert_helpers():

@@ -64,9 +64,9 @@ def _loaded_blocked() -> str:
 def test_qgraph_and_its_readers_import_neither_torch_nor_pyg():
     got = _run_without_torch(f"""
 import json
-from quant.qgraph import ARCH_FORMATS, reader
+from quant.archs import ARCHS, reader
 
-for arch in ARCH_FORMATS:
+for arch in ARCHS:
     reader(arch)
 print(json.dumps({_loaded_blocked()}))
 """)

@@ -13,7 +13,7 @@ from hw.layout import feature_layout
 from hw.report import run_simulation
 from hw.simulate import main as simulate_main
 from hw.workload import LayerTensors, Workload
-from quant.integer_gnn import gcn_forward_int
+from quant.archs.gcn.integer import gcn_forward_int
 
 
 def test_reference_outputs_equal_integer_golden_model(workload):

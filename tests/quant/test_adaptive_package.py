@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from quant.adaptive_package import HEADER_BITS, capacity, decode, decode_beats, encode
-from quant.packing import code_range
+from quant.formats.adaptive_package import HEADER_BITS, capacity, decode, decode_beats, encode
+from quant.formats.packing import code_range
 
 
 def random_codes(rng, bits, f, density):

@@ -1,4 +1,4 @@
-"""The exact bit budget (quant.budget): the shift gives the largest achievable stored average not above the target
+"""The exact bit budget (quant.qat.budget): the shift gives the largest achievable stored average not above the target
 (checked against a brute-force scan of shifts), no row is left on a rounding boundary, ties are spread, and a
 quantized model trained with the projection holds its budget at every step."""
 
@@ -10,8 +10,8 @@ from gnn.data.loaders import GraphData
 from gnn.data.splits import Split
 from gnn.models import ModelConfig, build_model
 from gnn.trainer import TrainConfig, train_one
-from quant.api import QuantConfig, attach_bit_budget, quant_penalty, quant_summary, quantize_
-from quant.budget import TIE_SPREAD, budget_shift, project_bits_, spread_ties, stored_average
+from quant.qat.api import QuantConfig, attach_bit_budget, quant_penalty, quant_summary, quantize_
+from quant.qat.budget import TIE_SPREAD, budget_shift, project_bits_, spread_ties, stored_average
 
 MAX_BITS = 8
 

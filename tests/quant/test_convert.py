@@ -10,10 +10,11 @@ from gnn.data.loaders import GraphData
 from gnn.data.splits import Split
 from gnn.models import ModelConfig, build_model
 from gnn.ops import in_degree
-from quant.api import QuantConfig, quantize_
-from quant.convert import input_codes, to_quantized_gcn
-from quant.degree_aware import degree_bucket
-from quant.integer_gnn import gcn_forward_int, gcn_forward_reference
+from quant.qat.api import QuantConfig, quantize_
+from quant.convert import input_codes
+from quant.archs.gcn.convert import to_quantized_gcn
+from quant.qat.degree_aware import degree_bucket
+from quant.archs.gcn.integer import gcn_forward_int, gcn_forward_reference
 
 N, F_IN, C = 80, 24, 3
 

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).parent))
 from test_methods import ARCHS, model_for, small_graph  # noqa: E402
 
-from quant.api import QuantConfig, quant_penalty, quantize_  # noqa: E402
+from quant.qat.api import QuantConfig, quant_penalty, quantize_  # noqa: E402
 
 METHODS = ("a2q", "degree-aware", "dq-int8", "dq-int4")
 

@@ -11,11 +11,14 @@ import pytest
 import torch
 from export_metrics import check_export_metrics
 
-from quant import adaptive_package, packing
-from quant.convert import to_quantized_gcn
-from quant.export import ExportError, export_model, export_run, load, main, model_arrays, write_qgraph
-from quant.fixed_point import quantize_multiplier
-from quant.integer_gnn import gcn_forward_int
+from quant.formats import adaptive_package, packing
+from quant.archs.gcn.convert import to_quantized_gcn
+from quant.qgraph import ExportError, load
+from quant.export import export_model, export_run, main
+from quant.archs.gcn.export import model_arrays
+from quant.qgraph.write import write_qgraph
+from quant.formats.fixed_point import quantize_multiplier
+from quant.archs.gcn.integer import gcn_forward_int
 
 
 def _sibling(name: str):

@@ -1,4 +1,4 @@
-"""GAT .qgraph exports (quant.export_gat): round trip, bit-exact recomputation, every packed stream decoded,
+"""GAT .qgraph exports (quant.archs.gat.export): round trip, bit-exact recomputation, every packed stream decoded,
 tampering named, required arrays, refusal by the GCN-only consumers, and the CLI on a real trained run."""
 
 import importlib.util
@@ -11,9 +11,11 @@ import numpy as np
 import pytest
 from export_metrics import check_export_metrics
 
-from quant import export_gat
-from quant.export import ExportError, export_model, load, write_qgraph
-from quant.integer_gat import gat_forward_int
+from quant.archs.gat import export as export_gat
+from quant.qgraph import ExportError, load
+from quant.export import export_model
+from quant.qgraph.write import write_qgraph
+from quant.archs.gat.integer import gat_forward_int
 
 _spec = importlib.util.spec_from_file_location("_quant_test_integer_gat",
                                                Path(__file__).with_name("test_integer_gat.py"))
@@ -33,7 +35,7 @@ def test_round_trip_recomputes_bit_exactly(exported):
     q = load(out)
     q.verify()
     m = q.manifest
-    assert q.arch == "gat" and m["integer_path"]["golden_model"] == "quant.integer_gat"
+    assert q.arch == "gat" and m["integer_path"]["golden_model"] == "quant.archs.gat.integer"
     assert [(lay["x_scheme"], lay["xw_scheme"], lay["heads"], lay["concat"]) for lay in m["layers"]] == [
         ("input", "degree", 4, True), ("degree", "degree", 4, True), ("degree", "degree", 2, False)]
     assert set(export_gat.required_arrays(m)) <= set(q.arrays)
@@ -67,7 +69,7 @@ def test_gcn_consumers_refuse_a_gat_export(exported):
     from hw.simulate import main as simulate
 
     q = load(exported[0])
-    with pytest.raises(ExportError, match="GAT export.*quant.export_gat.integer_model"):
+    with pytest.raises(ExportError, match=r"GAT export.*q.integer_model\(\)"):
         q.to_quantized_gcn()
     with pytest.raises(SystemExit, match="GAT export.*GCN, GIN and GraphSAGE layers"):
         simulate([str(exported[0]), "--no-check"])

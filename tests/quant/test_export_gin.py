@@ -1,4 +1,4 @@
-"""GIN .qgraph exports (quant.export_gin): round trip, bit-exact recomputation, every packed stream decoded,
+"""GIN .qgraph exports (quant.archs.gin.export): round trip, bit-exact recomputation, every packed stream decoded,
 tampering named, required arrays, refusal by the GCN-only consumers, and the CLI on a real trained run."""
 
 import importlib.util
@@ -11,9 +11,11 @@ import numpy as np
 import pytest
 from export_metrics import check_export_metrics
 
-from quant import export_gin
-from quant.export import ExportError, export_model, load, write_qgraph
-from quant.integer_gin import gin_forward_int
+from quant.archs.gin import export as export_gin
+from quant.qgraph import ExportError, load
+from quant.export import export_model
+from quant.qgraph.write import write_qgraph
+from quant.archs.gin.integer import gin_forward_int
 
 _spec = importlib.util.spec_from_file_location("_quant_test_integer_gin",
                                                Path(__file__).with_name("test_integer_gin.py"))
@@ -33,7 +35,7 @@ def test_round_trip_recomputes_bit_exactly(exported):
     q = load(out)
     q.verify()
     m = q.manifest
-    assert q.arch == "gin" and m["integer_path"]["golden_model"] == "quant.integer_gin"
+    assert q.arch == "gin" and m["integer_path"]["golden_model"] == "quant.archs.gin.integer"
     assert [(lay["x_scheme"], lay["x_step_scheme"]) for lay in m["layers"]] == [("input", "node"),
                                                                                 ("channel", "channel")]
     assert [(lay["agg_scheme"], lay["hid_scheme"]) for lay in m["layers"]] == [("degree", "degree")] * 2
@@ -93,7 +95,7 @@ def test_gcn_conversion_refuses_and_the_accelerator_model_simulates_a_gin_export
     from pipeline.steps import simulate as simulate_step
 
     q = load(exported[0])
-    with pytest.raises(ExportError, match="GIN export.*quant.export_gin.integer_model"):
+    with pytest.raises(ExportError, match=r"GIN export.*q.integer_model\(\)"):
         q.to_quantized_gcn()
     result = simulate([str(exported[0]), "--out", str(tmp_path)])
     assert result["functional_check"] == ["bit-exact", "bit-exact"]

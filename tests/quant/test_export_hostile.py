@@ -12,9 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from quant.export import ExportError, QGraph, export_model, load
+from quant.export import export_model
 from quant.export import main as export_main
-from quant.fixed_point import code_limit
+from quant.formats.fixed_point import code_limit
+from quant.qgraph import ExportError, QGraph, load
 
 
 def _sibling(name: str):

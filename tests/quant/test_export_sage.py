@@ -1,4 +1,4 @@
-"""GraphSAGE .qgraph exports (quant.export_sage): round trip, bit-exact recomputation, tampering named, required
+"""GraphSAGE .qgraph exports (quant.archs.sage.export): round trip, bit-exact recomputation, tampering named, required
 arrays, refusal by the GCN-only consumers, and the CLI on a real trained run."""
 
 import importlib.util
@@ -11,9 +11,11 @@ import numpy as np
 import pytest
 from export_metrics import check_export_metrics
 
-from quant import export_sage
-from quant.export import ExportError, export_model, load, write_qgraph
-from quant.integer_sage import sage_forward_int
+from quant.archs.sage import export as export_sage
+from quant.qgraph import ExportError, load
+from quant.export import export_model
+from quant.qgraph.write import write_qgraph
+from quant.archs.sage.integer import sage_forward_int
 
 _spec = importlib.util.spec_from_file_location("_quant_test_integer_sage",
                                                Path(__file__).with_name("test_integer_sage.py"))
@@ -33,7 +35,7 @@ def test_round_trip_recomputes_bit_exactly(exported):
     q = load(out)
     q.verify()
     m = q.manifest
-    assert q.arch == "sage" and m["integer_path"]["golden_model"] == "quant.integer_sage"
+    assert q.arch == "sage" and m["integer_path"]["golden_model"] == "quant.archs.sage.integer"
     assert [lay["agg_scheme"] for lay in m["layers"]] == ["degree", "degree"]
     assert m["layers"][0]["x_scheme"] == "input" and m["layers"][1]["x_scheme"] == "degree"
     assert set(export_sage.required_arrays(m)) <= set(q.arrays)

@@ -14,11 +14,11 @@ from graphtransformer.quantize import train_quantized_seed
 from graphtransformer.training import TrainConfig, model_config, prepare
 from hw.tensor_traffic import feature_traffic
 from hw.timing import decoder_stream_cycles
-from quant import adaptive_package
-from quant.a2q import A2QQuantizer
-from quant.config import QuantConfig
-from quant.degree_aware import degree_bucket
-from quant.export import ExportError, load
+from quant.formats import adaptive_package
+from quant.qat.a2q import A2QQuantizer
+from quant.qat.config import QuantConfig
+from quant.qat.degree_aware import degree_bucket
+from quant.qgraph import ExportError, load
 
 CFG = TrainConfig(attention="interleaved", num_layers=2, hidden_dim=16, num_heads=2, dropout=0.0, input_dropout=0.0,
                   pe="none", max_degree=0, epochs=3, patience=3)

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from quant.fixed_point import (
+from quant.formats.fixed_point import (
     aggregate_int,
     check_range,
     csr_from_edge_index,

@@ -1,4 +1,4 @@
-"""Integer GAT (quant.integer_gat) against its float64 fake-quant reference and the project's own quantized GAT run in
+"""Integer GAT (quant.archs.gat.integer) against its float64 fake-quant reference and the project's own quantized GAT run in
 float64 (concatenated and averaged heads, ELU between layers); the softmax table and the comparison-only ELU
 requantization against float64; the converter's mapping; bad input."""
 
@@ -11,11 +11,11 @@ import torch
 
 from gnn.models import ModelConfig, build_model
 from gnn.ops import in_degree
-from quant.api import QuantConfig, quantize_
-from quant.convert_gat import to_quantized_gat
-from quant.degree_aware import degree_bucket
-from quant.fixed_point import code_limit
-from quant.integer_gat import (
+from quant.qat.api import QuantConfig, quantize_
+from quant.archs.gat.convert import to_quantized_gat
+from quant.qat.degree_aware import degree_bucket
+from quant.formats.fixed_point import code_limit
+from quant.archs.gat.integer import (
     EXP_BITS,
     QuantizedGATLayer,
     elu_requantize,
@@ -27,7 +27,7 @@ from quant.integer_gat import (
     gat_graph,
     gat_layer_trace,
 )
-from quant.integer_gnn import round_half_away
+from quant.integer import round_half_away
 
 _spec = importlib.util.spec_from_file_location("_quant_test_convert", Path(__file__).with_name("test_convert.py"))
 _convert_tests = importlib.util.module_from_spec(_spec)

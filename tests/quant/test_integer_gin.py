@@ -1,4 +1,4 @@
-"""Integer GIN (quant.integer_gin) against its float64 fake-quant reference and the project's own quantized GIN run in
+"""Integer GIN (quant.archs.gin.integer) against its float64 fake-quant reference and the project's own quantized GIN run in
 float64 (batch norm in eval mode, learned eps); the converter's mapping; bit-exactness on power-of-two scales; bad
 input."""
 
@@ -11,10 +11,10 @@ import torch
 
 from gnn.models import ModelConfig, build_model
 from gnn.ops import in_degree
-from quant.api import QuantConfig, quantize_
-from quant.convert_gin import fixed_point_hidden_steps, to_quantized_gin
-from quant.degree_aware import degree_bucket
-from quant.integer_gin import (
+from quant.qat.api import QuantConfig, quantize_
+from quant.archs.gin.convert import fixed_point_hidden_steps, to_quantized_gin
+from quant.qat.degree_aware import degree_bucket
+from quant.archs.gin.integer import (
     HIDDEN_FIXED_BITS,
     QuantizedGIN,
     QuantizedGINLayer,
@@ -186,7 +186,7 @@ def test_degree_aware_per_node_values_come_from_the_tables():
     tab_agg, tab_hid = conv.degree_tables[(1, "aggregate")], conv.degree_tables[(0, "hidden")]
     np.testing.assert_array_equal(conv.model.layers[1].agg_bits, tab_agg["bits"][bucket])
     np.testing.assert_array_equal(conv.model.layers[0].hid_steps, tab_hid["step"][bucket])
-    assert (1, "input") not in conv.degree_tables  # GIN's input stays per channel (quant.plan)
+    assert (1, "input") not in conv.degree_tables  # GIN's input stays per channel (quant.qat.plan)
 
 
 def test_saturation_is_reported_on_request():

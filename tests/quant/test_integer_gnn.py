@@ -7,20 +7,19 @@ from torch import nn
 
 from gnn.conv import GCNConv
 from gnn.ops import gcn_norm
-from quant.integer_gnn import (
+from quant.archs.gcn.integer import (
     QuantizedGCN,
     QuantizedGCNLayer,
-    fake_quant,
     gcn_forward_int,
     gcn_forward_reference,
     gcn_graph,
     gcn_layer_int,
     gcn_layer_reference,
     gcn_layer_trace,
-    int_matmul,
     layer_constants,
 )
-from quant.quantizers import a2q_quantize
+from quant.integer import fake_quant, int_matmul
+from quant.qat.quantizers import a2q_quantize
 
 N, F0, F1, F2 = 40, 12, 8, 3
 

@@ -1,4 +1,4 @@
-"""Integer GraphSAGE (quant.integer_sage) against its float64 fake-quant reference and the project's own quantized
+"""Integer GraphSAGE (quant.archs.sage.integer) against its float64 fake-quant reference and the project's own quantized
 GraphSAGE run in float64; the converter's mapping; bit-exactness on power-of-two scales; bad input."""
 
 import importlib.util
@@ -10,10 +10,10 @@ import torch
 
 from gnn.models import ModelConfig, build_model
 from gnn.ops import in_degree
-from quant.api import QuantConfig, quantize_
-from quant.convert_sage import to_quantized_sage
-from quant.degree_aware import degree_bucket
-from quant.integer_sage import (
+from quant.qat.api import QuantConfig, quantize_
+from quant.archs.sage.convert import to_quantized_sage
+from quant.qat.degree_aware import degree_bucket
+from quant.archs.sage.integer import (
     QuantizedSAGE,
     QuantizedSAGELayer,
     sage_forward_int,

@@ -10,8 +10,8 @@ from torch_geometric.data import Batch, Data
 from gnn.conv import QuantPoint
 from gnn.models import ModelConfig, build_model
 from gnn.ops import in_degree
-from quant.a2q import A2QQuantizer
-from quant.api import (
+from quant.qat.a2q import A2QQuantizer
+from quant.qat.api import (
     QuantConfig,
     is_quantized,
     quant_config_of,
@@ -21,10 +21,10 @@ from quant.api import (
     quant_summary,
     quantize_,
 )
-from quant.degree_quant import DQQuantizer
+from quant.qat.degree_quant import DQQuantizer
 
 ARCHS = ("gcn", "gat", "gin", "sage")
-# points A2Q deliberately keeps in FP32 (quant/plan.py): first-layer input; GCN/GAT aggregation output
+# points A2Q deliberately keeps in FP32 (quant/qat/plan.py): first-layer input; GCN/GAT aggregation output
 A2Q_KEPT = {"gcn": {"convs.0.q_input", "convs.0.q_aggregate", "convs.1.q_aggregate"},
             "gat": {"convs.0.q_input", "convs.0.q_aggregate", "convs.1.q_aggregate"},
             "gin": {"convs.0.q_input", "convs.0.mlp.3", "convs.1.mlp.3"}, "sage": {"convs.0.q_input"}}
@@ -284,7 +284,7 @@ def test_short_cora_gcn_a2q_training_learns(cora):
 @pytest.mark.parametrize("method", ["a2q", "degree-aware", "dq-int4"])
 def test_trainer_integration(method):
     """gnn.trainer reaches quantize_ / quant_param_groups / quant_penalty / quant_summary through the training
-    extension registered by the ``gnn.training_extensions`` entry point (quant.training_hooks)."""
+    extension registered by the ``gnn.training_extensions`` entry point (quant.qat.training_hooks)."""
     from gnn.data.synthetic import sbm_graph
     from gnn.trainer import TrainConfig, train_one
 
@@ -302,17 +302,17 @@ def test_trainer_integration(method):
 
 
 def test_training_extensions_registered_through_the_entry_point():
-    """Every method of quant.config.METHODS is a gnn training extension, found by gnn.hooks through the installed
+    """Every method of quant.qat.config.METHODS is a gnn training extension, found by gnn.hooks through the installed
     entry point (no import of quant by name), and validates a TrainConfig through its QuantConfig."""
     from importlib.metadata import entry_points
 
     from gnn import hooks
     from gnn.trainer import TrainConfig
-    from quant.config import METHODS
-    from quant.training_hooks import QuantExtension
+    from quant.qat.config import METHODS
+    from quant.qat.training_hooks import QuantExtension
 
     assert [ep.value for ep in entry_points(group=hooks.ENTRY_POINT_GROUP) if ep.name == "quant"] == \
-        ["quant.training_hooks:register"]
+        ["quant.qat.training_hooks:register"]
     assert hooks.methods() == ("none", *METHODS)
     for method in METHODS:
         assert hooks.get(method) == QuantExtension(method)

@@ -1,11 +1,11 @@
-"""Round trips and bit layout of quant.packing against an independent bit-by-bit reference."""
+"""Round trips and bit layout of quant.formats.packing against an independent bit-by-bit reference."""
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from quant.packing import code_range, pack_codes, pack_rows, stored_bits, unpack_codes, unpack_node, unpack_rows
+from quant.formats.packing import code_range, pack_codes, pack_rows, stored_bits, unpack_codes, unpack_node, unpack_rows
 
 
 def random_codes(rng: np.random.Generator, bits: np.ndarray, f: int) -> np.ndarray:
@@ -91,7 +91,7 @@ def test_truncated_payload_rejected():
 
 def test_dequantised_packed_codes_equal_fake_quant_output():
     """Storage is lossless w.r.t. the quantizer: s * unpack(pack(q)) == fake-quant output, bit for bit."""
-    from quant.integer_gnn import fake_quant
+    from quant.integer import fake_quant
 
     rng = np.random.default_rng(11)
     x = rng.normal(size=(50, 13))

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from quant.nns import degree_pool_slices, nns_range, nns_select
-from quant.quantizers import (
+from quant.qat.nns import degree_pool_slices, nns_range, nns_select
+from quant.qat.quantizers import (
     a2q_fake_quant,
     a2q_quantize,
     affine_fake_quant,

@@ -14,10 +14,10 @@ from gnn.conv.aggregation import CsrAggregation
 from gnn.models import ModelConfig, build_model
 from gnn.ops import _FIXED_PATTERNS, storage_address
 from gnn.trainer import first_layer_aggregates_sparse, first_layer_takes_sparse, wants_sparse_input
-from quant.a2q import A2QQuantizer
-from quant.api import QuantConfig, quant_penalty, quant_summary, quantize_
-from quant.degree_quant import DQQuantizer
-from quant.graph_context import GraphContext
+from quant.qat.a2q import A2QQuantizer
+from quant.qat.api import QuantConfig, quant_penalty, quant_summary, quantize_
+from quant.qat.degree_quant import DQQuantizer
+from quant.qat.graph_context import GraphContext
 
 
 def bag_of_words_graph(n=90, f=50, density=0.06, seed=0):

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from quant.storage import csr_arrays, index_dtype, measure_adaptive_package, measure_storage
+from quant.formats.storage import csr_arrays, index_dtype, measure_adaptive_package, measure_storage
 
 
 def test_index_dtype_smallest_fit():
@@ -69,7 +69,7 @@ def test_measure_adaptive_package_hand_computed():
 
 
 def test_fixed_point_storage_counts_whole_words_and_no_bitwidth_tables():
-    from quant.storage import fixed_point_storage, measure_fixed_point
+    from quant.formats.storage import fixed_point_storage, measure_fixed_point
 
     codes = np.arange(-6, 6).reshape(4, 3)
     ei = np.array([[0, 1, 2], [1, 2, 3]])

@@ -119,8 +119,8 @@ def rtl_sources():
 @pytest.fixture(scope="session")
 def cora_export(tmp_path_factory):
     """A real Cora GCN, A2Q-quantized for 2 epochs and exported by the project's own pipeline steps (loaded)."""
-    from quant.export import load
-    from quant.pipeline_steps import export_for_accelerator, train_quantized
+    from pipeline.quantize import export_for_accelerator, train_quantized
+    from quant.qgraph import load
 
     try:
         from gnn.data.loaders import load_dataset

@@ -1,4 +1,5 @@
-"""cocotb testbench of hw/rtl/aggregation_unit.v against quant.fixed_point.aggregate_int (bit-exact) and hw.timing."""
+"""cocotb testbench of hw/rtl/aggregation_unit.v against quant.formats.fixed_point.aggregate_int (bit-exact) and
+hw.timing."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from rtl_tb import TB, StreamDriver, StreamMonitor, check_in_order, pack_lanes, pause_pattern, unpack_lanes
 
 from hw import timing
-from quant.fixed_point import aggregate_int
+from quant.formats.fixed_point import aggregate_int
 
 TOP = "aggregation_unit"
 
@@ -84,7 +85,7 @@ async def aggregation_random(dut, idle, backpressure):
 
 @cocotb.test(timeout_time=300, timeout_unit="us")
 async def aggregation_gcn_layer(dut):
-    """XW codes and GCN edge coefficients of a small layer built with quant.integer_gnn's constants."""
+    """XW codes and GCN edge coefficients of a small layer built with quant.archs.gcn.integer's constants."""
     from workload import make_layer
 
     w = make_layer(seed=4)

@@ -1,4 +1,4 @@
-"""cocotb testbench of hw/rtl/ap_decoder.v against quant.adaptive_package.decode_beats (bit-exact) and hw.timing."""
+"""cocotb testbench of hw/rtl/ap_decoder.v against quant.formats.adaptive_package.decode_beats (bit-exact) and hw.timing."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ import pytest
 from rtl_tb import TB, StreamDriver, StreamMonitor, check_in_order, pause_pattern
 
 from hw import timing
-from quant.adaptive_package import AdaptivePackageStream, decode_beats, encode
-from quant.packing import code_range
+from quant.formats.adaptive_package import AdaptivePackageStream, decode_beats, encode
+from quant.formats.packing import code_range
 
 TOP = "ap_decoder"
 FIELDS = {"node": ("m_node", False), "feat": ("m_feat", False), "code": ("m_code", True)}
 
 
 def random_stream(rng: np.random.Generator, n: int, f: int, density: float) -> AdaptivePackageStream:
-    """Random per-node bitwidths 0..8 (runs of equal bitwidth, all-zero nodes) encoded by quant.adaptive_package."""
+    """Random per-node bitwidths 0..8 (runs of equal bitwidth, all-zero nodes) encoded by quant.formats.adaptive_package."""
     bits = np.repeat(rng.integers(0, 9, n), rng.integers(1, 4, n))[:n]
     lim = np.array([code_range(int(b))[1] for b in bits])
     codes = rng.integers(-127, 128, (n, f)) % (2 * lim[:, None] + 1) - lim[:, None]
@@ -81,7 +81,7 @@ async def decoder_random(dut, idle, backpressure):
 
 @cocotb.test(timeout_time=300, timeout_unit="us")
 async def decoder_gcn_features(dut):
-    """Input codes of a small GCN layer (quant.integer_gnn.fake_quant) encoded by adaptive_package.encode."""
+    """Input codes of a small GCN layer (quant.integer.fake_quant) encoded by adaptive_package.encode."""
     from workload import make_layer
 
     wl = make_layer(seed=6, num_nodes=int(dut.MAX_NODES.value), f_in=int(dut.MAX_FEATURES.value))

@@ -1,7 +1,7 @@
 """cocotb testbench of hw/rtl/cpe.v (+ bse.v) against the golden combination sat32(x @ w^T) and hw.timing.
 
-The golden row is ``quant.fixed_point.saturate(x_codes @ w_codes.T, ACC_BITS)``, the first step of
-``quant.integer_gnn.gcn_layer_int``. Beats are the non-zero codes of a node (what the Adaptive-Package decoder
+The golden row is ``quant.formats.fixed_point.saturate(x_codes @ w_codes.T, ACC_BITS)``, the first step of
+``quant.archs.gcn.integer.gcn_layer_int``. Beats are the non-zero codes of a node (what the Adaptive-Package decoder
 emits); a node without non-zeros produces no beat and no output row.
 """
 
@@ -15,9 +15,9 @@ import pytest
 from rtl_tb import TB, StreamDriver, StreamMonitor, check_in_order, pack_lanes, pause_pattern, unpack_lanes
 
 from hw import timing
-from quant.fixed_point import saturate
-from quant.integer_gnn import ACC_BITS
-from quant.packing import code_range
+from quant.formats.fixed_point import saturate
+from quant.integer import ACC_BITS
+from quant.formats.packing import code_range
 
 TOP = "cpe"
 
@@ -91,7 +91,7 @@ async def cpe_random(dut, idle, backpressure):
 
 @cocotb.test(timeout_time=300, timeout_unit="us")
 async def cpe_gcn_layer(dut):
-    """X codes and 4-bit weights of a small GCN layer (quant.integer_gnn.fake_quant), all channel groups."""
+    """X codes and 4-bit weights of a small GCN layer (quant.integer.fake_quant), all channel groups."""
     from workload import make_layer
 
     wl = make_layer(seed=5)

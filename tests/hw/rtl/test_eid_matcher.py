@@ -2,7 +2,7 @@
 
 Reference (hardware.md section 1.2, Condense-Edge as transcribed): per destination subgraph a sorted list of unique
 cross-subgraph source IDs; while XW rows are produced in node order, each row ID is compared with every FIFO head
-and a hit pops it. ``reference_hits`` is that definition in a few lines; the plan comes from quant.integer_gnn's
+and a hit pops it. ``reference_hits`` is that definition in a few lines; the plan comes from quant.archs.gcn.integer's
 GCN graph of a small layer, split into contiguous node ranges.
 """
 

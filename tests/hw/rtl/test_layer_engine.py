@@ -1,4 +1,4 @@
-"""hw/rtl/layer_engine.v (one GCN layer tile) bit-exact with quant.integer_gnn and cycle-exact with hw/timing.py.
+"""hw/rtl/layer_engine.v (one GCN layer tile) bit-exact with quant.archs.gcn.integer and cycle-exact with hw/timing.py.
 
 Tiles (hw/rtl/tile.py) are cut from (a) random integer GCN layers covering every output-stage configuration and
 (b) the last layer of a real Cora GCN trained, quantized (A2Q) and exported in this test session by the project's
@@ -14,8 +14,8 @@ from workload import random_gcn_layer
 
 from hw.rtl.tile import SOURCES, TileMismatch, check_tile, cut_tile, pick_rows, simulate_tile
 from hw.timing import OUTPUT_STAGE_LATENCY_CYCLES, combination_cycles, layer_engine_cycles
-from quant.adaptive_package import encode
-from quant.integer_gnn import gcn_graph
+from quant.archs.gcn.integer import gcn_graph
+from quant.formats.adaptive_package import encode
 
 TOP = "layer_engine"
 ICARUS_FAST = ("test_layer_engine_random",)
@@ -43,7 +43,7 @@ def test_layer_engine_lint(lint_rtl, rtl_sources):
 
 def test_tile_golden_is_the_integer_path():
     """The tile's own arithmetic (requantize(sat32(x w^T)), aggregate_int on the local CSR) equals the trace rows."""
-    from quant.fixed_point import aggregate_int, requantize, saturate
+    from quant.formats.fixed_point import aggregate_int, requantize, saturate
 
     tile = _random_tile(3, CONFIGS[1])
     acc = saturate(tile.x_codes.astype(np.int64) @ tile.w_codes.astype(np.int64).T, 32)

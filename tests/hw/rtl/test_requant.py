@@ -1,4 +1,4 @@
-"""cocotb testbench of hw/rtl/requant.v against quant.fixed_point.requantize (bit-exact) and hw.timing."""
+"""cocotb testbench of hw/rtl/requant.v against quant.formats.fixed_point.requantize (bit-exact) and hw.timing."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from cocotb.triggers import FallingEdge
 from rtl_tb import TB, StreamDriver, StreamMonitor, check_in_order, pause_pattern
 
 from hw import timing
-from quant.fixed_point import requantize
+from quant.formats.fixed_point import requantize
 
 TOP = "requant"
 ICARUS_FAST = ("test_requant",)
@@ -74,7 +74,7 @@ async def requant_random(dut, idle, backpressure):
 
 @cocotb.test(timeout_time=300, timeout_unit="us")
 async def requant_gcn_layer(dut):
-    """XW requantization of a small GCN layer built by quant.integer_gnn's constants."""
+    """XW requantization of a small GCN layer built by quant.archs.gcn.integer's constants."""
     elements = workload_elements(seed=3)
     for e in elements:  # a narrower OUT_BITS build only takes bitwidths it can hold
         e["bits"] = min(e["bits"], int(dut.OUT_BITS.value))

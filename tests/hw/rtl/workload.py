@@ -1,4 +1,4 @@
-"""Stimulus derived from the project's own quantization code: a tiny GCN layer in integers (quant.integer_gnn).
+"""Stimulus derived from the project's own quantization code: a tiny GCN layer in integers (quant.archs.gcn.integer).
 
 Nothing here is hand-written arithmetic: codes come from ``integer_gnn.fake_quant``, multipliers from
 ``fixed_point.quantize_multiplier``, edge coefficients from ``fixed_point.edge_coefficients`` on ``gcn_graph``.
@@ -10,8 +10,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from quant.fixed_point import edge_coefficients, quantize_multiplier, requantize, saturate
-from quant.integer_gnn import ACC_BITS, fake_quant, gcn_graph
+from quant.archs.gcn.integer import gcn_graph
+from quant.formats.fixed_point import edge_coefficients, quantize_multiplier, requantize, saturate
+from quant.integer import ACC_BITS, fake_quant
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,8 +61,8 @@ def make_layer(seed: int, num_nodes: int = 20, f_in: int = 12, f_out: int = 8, n
 
 def random_gcn_layer(seed: int, num_nodes: int, f_in: int, f_out: int, num_edges: int, *, psum_bits: int,
                      frac_bits: int, xw_scheme: str, agg: bool, bias: bool, relu: bool, last: bool):
-    """A random :class:`quant.integer_gnn.QuantizedGCNLayer`, its input codes and its GCN graph (gcn_graph)."""
-    from quant.integer_gnn import QuantizedGCNLayer
+    """A random :class:`quant.archs.gcn.integer.QuantizedGCNLayer`, its input codes and its GCN graph (gcn_graph)."""
+    from quant.archs.gcn.integer import QuantizedGCNLayer
 
     rng = np.random.default_rng(seed)
     src, dst = rng.integers(0, num_nodes, num_edges), rng.integers(0, num_nodes, num_edges)
