@@ -92,36 +92,27 @@ def _head_to_seq(y: Tensor, ctx: CommContext, phase: str) -> Tensor:
     return _a2a_chunks(x, ctx, phase).reshape(hp * p, pn // p, d)
 
 
-class _SeqToHead(torch.autograd.Function):
+class _UlyssesAllToAll(torch.autograd.Function):
+    """``to_head``: :func:`_seq_to_head`, else :func:`_head_to_seq`; the backward is the other direction."""
+
     @staticmethod
-    def forward(fctx, x, ctx):
-        fctx.comm = ctx
-        return _seq_to_head(x, ctx, "forward")
+    def forward(fctx, x, ctx, to_head: bool):
+        fctx.comm, fctx.to_head = ctx, to_head
+        return (_seq_to_head if to_head else _head_to_seq)(x, ctx, "forward")
 
     @staticmethod
     def backward(fctx, grad):
-        return _head_to_seq(grad, fctx.comm, "backward"), None
-
-
-class _HeadToSeq(torch.autograd.Function):
-    @staticmethod
-    def forward(fctx, y, ctx):
-        fctx.comm = ctx
-        return _head_to_seq(y, ctx, "forward")
-
-    @staticmethod
-    def backward(fctx, grad):
-        return _seq_to_head(grad, fctx.comm, "backward"), None
+        return (_head_to_seq if fctx.to_head else _seq_to_head)(grad, fctx.comm, "backward"), None, None
 
 
 def seq_to_head(x: Tensor, ctx: CommContext) -> Tensor:
     """Ulysses all-to-all #1. (H, n, D) -> (H/P, P*n, D); identity for P = 1. Needs H % P == 0."""
-    return x if ctx.size == 1 else _SeqToHead.apply(x, ctx)
+    return x if ctx.size == 1 else _UlyssesAllToAll.apply(x, ctx, True)
 
 
 def head_to_seq(y: Tensor, ctx: CommContext) -> Tensor:
     """Ulysses all-to-all #2. (H/P, P*n, D) -> (H, n, D); identity for P = 1."""
-    return y if ctx.size == 1 else _HeadToSeq.apply(y, ctx)
+    return y if ctx.size == 1 else _UlyssesAllToAll.apply(y, ctx, False)
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,10 @@ MEGA (FP32 -> degree-aware bitmap -> + Adaptive-Package -> + Condense-Edge) are 
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+
+from gnn.data.toml_file import read_toml
 
 FEATURE_FORMATS = ("adaptive_package", "bitmap", "dense")
 ORDERS = ("combination_first", "aggregation_first")
@@ -43,7 +44,7 @@ SOURCES: dict[str, str] = {
     "so the two phases never wait for each other's decoders, and the report's decoder row sums both sides: its "
     "busy + stall time can exceed the total cycles)",
     "num_requant_units": "assumption",
-    "feature_format": "primary abstract (Adaptive-Package); layout per quant/adaptive_package.py (assumption)",
+    "feature_format": "primary abstract (Adaptive-Package); layout per quant/formats/adaptive_package.py (assumption)",
     "condense_edge": "primary abstract (Condense-Edge); mechanics secondary",
 }
 
@@ -189,7 +190,7 @@ def load_config(path: str | Path, base: str = "mega") -> AcceleratorConfig:
 
     Every problem (unreadable or malformed file, unknown key, wrong type, invalid value) is a `ConfigError`
     whose one-line message names the file and the field."""
-    data = _accelerator_table(path, _read_toml(path))
+    data = _accelerator_table(path, read_toml(path, ConfigError, "accelerator config"))
     base = data.pop("base", base)
     if not isinstance(base, str) or base not in PRESETS:
         raise ConfigError(f"{path}: base = {base!r} is not a preset; valid: {sorted(PRESETS)}")
@@ -203,17 +204,6 @@ def load_config(path: str | Path, base: str = "mega") -> AcceleratorConfig:
         return replace(cfg, **values, sources={**cfg.sources, **{k: f"user file {Path(path).name}" for k in values}})
     except ConfigError as e:
         raise ConfigError(f"{path}: {e}") from None
-
-
-def _read_toml(path: str | Path) -> dict:
-    """The parsed file; unreadable or malformed TOML is a `ConfigError` with the line and column."""
-    try:
-        with open(path, "rb") as fh:
-            return tomllib.load(fh)
-    except OSError as e:
-        raise ConfigError(f"cannot read accelerator config {path}: {e.strerror or e}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path}: malformed TOML: {e}") from None
 
 
 def _accelerator_table(path: str | Path, data: dict) -> dict:

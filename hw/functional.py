@@ -9,12 +9,14 @@ BLAS and ~1 GMAC takes seconds) are checked on the stream only; the mode used pe
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from hw.aggregate_first import AggregateFirstLayer, golden_graph, golden_trace, pass_inputs
 from hw.layout import FeatureLayout
-from quant.formats.adaptive_package import decode
 from quant.archs.gcn.integer import gcn_graph, gcn_layer_int
+from quant.formats.adaptive_package import decode
 from quant.integer import int_matmul_macs
 
 
@@ -22,14 +24,23 @@ class FunctionalMismatch(AssertionError):
     pass
 
 
-def _first_diff(got: np.ndarray, want: np.ndarray, what: str, layer: int) -> None:
+def raise_on_difference(got: np.ndarray, want: np.ndarray, error: type[Exception], shape_message: str,
+                        element_message: Callable[[int, int, int], str]) -> None:
+    """Raise ``error(shape_message)`` when the 2-D arrays differ in shape, else
+    ``error(element_message(row, column, count))`` at their first differing element (``count``: how many differ)."""
     if got.shape != want.shape:
-        raise FunctionalMismatch(f"layer {layer}: {what} shape {got.shape} != reference {want.shape}")
+        raise error(shape_message)
     bad = np.argwhere(got != want)
     if bad.size:
-        i, f = (int(v) for v in bad[0])
-        raise FunctionalMismatch(f"layer {layer}: {what} differs at node {i}, feature {f}: model {got[i, f]} != "
-                                 f"reference {want[i, f]} ({bad.shape[0]} mismatches)")
+        i, j = (int(v) for v in bad[0])
+        raise error(element_message(i, j, int(bad.shape[0])))
+
+
+def _first_diff(got: np.ndarray, want: np.ndarray, what: str, layer: int) -> None:
+    raise_on_difference(got, want, FunctionalMismatch,
+                        f"layer {layer}: {what} shape {got.shape} != reference {want.shape}",
+                        lambda i, f, n: f"layer {layer}: {what} differs at node {i}, feature {f}: model {got[i, f]} "
+                                        f"!= reference {want[i, f]} ({n} mismatches)")
 
 
 def _decoded_input(lt, layout: FeatureLayout | None, li: int) -> np.ndarray:

@@ -22,6 +22,7 @@ import warnings
 import torch
 from torch import Tensor
 
+from gnn.conv.quant_point import QuantPoint
 from gnn.conv.sparse_product import SparseProductPlan, build_sparse_product_plan
 from gnn.ops import csr_adjacency, csr_matmul, same_entries, sparse_add_scaled
 
@@ -121,3 +122,19 @@ class CsrAggregation:
                 self._mats = csr_adjacency(edge_index, num_nodes, weight, self.reduce, x.dtype)
             self._key = (edge_index, weight, shape)
         return self._mats
+
+
+class RowMessages:
+    """Mixin of the `MessagePassing` layers whose message is the source row itself (GIN's sum, GraphSAGE's mean;
+    the layer's ``aggr`` reduces them) and that may project before they aggregate (``projects_first``). The
+    layer keeps its own ``self.propagate(...)`` call (see the module docstring)."""
+
+    def accepts_sparse_input(self) -> bool:
+        """Sparse input features are never densified when the layer projects first and X is not quantized."""
+        return self.projects_first() and QuantPoint.is_identity(self.q_input)
+
+    def message(self, x_j: Tensor) -> Tensor:
+        return x_j
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.in_dim}, {self.out_dim})"

@@ -7,7 +7,7 @@ import torch
 from torch import Tensor, nn
 from torch_geometric.nn import MessagePassing
 
-from gnn.conv.aggregation import CsrAggregation
+from gnn.conv.aggregation import CsrAggregation, RowMessages
 from gnn.conv.linear import Linear
 from gnn.conv.quant_point import QuantPoint
 
@@ -22,7 +22,7 @@ def gin_mlp(in_dim: int, out_dim: int, hidden_dim: int | None = None) -> nn.Sequ
                          QuantPoint("hidden", "node"), Linear(hidden_dim, out_dim))
 
 
-class GINConv(MessagePassing):
+class GINConv(RowMessages, MessagePassing):
     r"""$x_i' = \mathrm{MLP}\big((1 + \epsilon) x_i + \sum_{j \in N(i)} x_j\big)$.
 
     Quantization points: ``q_input`` (X, per node, before the sum), ``q_aggregate`` (the summed input of
@@ -66,10 +66,6 @@ class GINConv(MessagePassing):
         return (isinstance(first, Linear) and first.out_dim < first.in_dim
                 and QuantPoint.is_identity(self.q_aggregate))
 
-    def accepts_sparse_input(self) -> bool:
-        """Sparse input features are never densified when the layer projects first and X is not quantized."""
-        return self.projects_first() and QuantPoint.is_identity(self.q_input)
-
     def aggregates_sparse_input(self) -> bool:
         """Sparse input features stay sparse through a quantized sum when X itself is not quantized, the MLP starts
         with our `Linear` (it takes sparse rows) and the aggregate's quantizer rounds stored values only
@@ -98,9 +94,3 @@ class GINConv(MessagePassing):
         if CsrAggregation.applies(edge_index, x):
             return self._csr(edge_index, x)
         return self.propagate(edge_index, x=x)
-
-    def message(self, x_j: Tensor) -> Tensor:
-        return x_j
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.in_dim}, {self.out_dim})"

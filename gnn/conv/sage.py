@@ -6,12 +6,12 @@ from __future__ import annotations
 from torch import Tensor
 from torch_geometric.nn import MessagePassing
 
-from gnn.conv.aggregation import CsrAggregation
+from gnn.conv.aggregation import CsrAggregation, RowMessages
 from gnn.conv.linear import Linear
 from gnn.conv.quant_point import QuantPoint
 
 
-class SAGEConv(MessagePassing):
+class SAGEConv(RowMessages, MessagePassing):
     r"""$x_i' = W_1 \cdot \mathrm{mean}_{j \in N(i)} x_j + W_2 x_i + b$.
 
     Quantization points: ``q_input`` (X, per node), ``q_aggregate`` (neighbour mean, per node),
@@ -40,10 +40,6 @@ class SAGEConv(MessagePassing):
         while the aggregate is not quantized: a quantizer there needs the F_in-wide mean itself."""
         return self.out_dim < self.in_dim and QuantPoint.is_identity(self.q_aggregate)
 
-    def accepts_sparse_input(self) -> bool:
-        """Sparse input features are never densified when the layer projects first and X is not quantized."""
-        return self.projects_first() and QuantPoint.is_identity(self.q_input)
-
     def aggregates_sparse_input(self) -> bool:
         """Sparse input features stay sparse through a quantized neighbour mean when X itself is not quantized and
         the aggregate's quantizer rounds stored values only (``takes_sparse_rows``: zeros stay zero), so the
@@ -68,9 +64,3 @@ class SAGEConv(MessagePassing):
         if CsrAggregation.applies(edge_index, x):
             return self._csr(edge_index, x)
         return self.propagate(edge_index, x=x)
-
-    def message(self, x_j: Tensor) -> Tensor:
-        return x_j
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.in_dim}, {self.out_dim})"

@@ -17,13 +17,13 @@ import dataclasses
 import io
 import os
 import shutil
-import tomllib
 import urllib.error
 import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from gnn.data.toml_file import read_toml
 from gnn.files import sha256_file
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -69,23 +69,12 @@ def load_registry(path: str | Path | None = None) -> dict[str, DatasetEntry]:
     one-line `DataError` naming the file, the entry and the field (or the line and column). ``path`` defaults to
     `REGISTRY_PATH`, read at call time."""
     path = Path(REGISTRY_PATH if path is None else path)
-    raw = _read_toml(path)
+    raw = read_toml(path, DataError, "the dataset registry",
+                    f"; fix that line or restore the file from git (`git checkout {path}`)")
     datasets = raw.get("datasets")
     if not isinstance(datasets, dict) or not datasets:
         raise DataError(f"{path}: no [datasets.<name>] tables; restore the file from git (`git checkout {path}`)")
     return {key: _entry(path, key, d) for key, d in datasets.items()}
-
-
-def _read_toml(path: Path) -> dict:
-    """The parsed TOML file; an unreadable or malformed file is a `DataError` with the line and column."""
-    try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
-    except OSError as e:
-        raise DataError(f"cannot read the dataset registry {path}: {e.strerror or e}") from e
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise DataError(f"{path}: malformed TOML: {e}; fix that line or restore the file from git "
-                        f"(`git checkout {path}`)") from e
 
 
 # field -> (check, what it must be); fields of DatasetEntry with a default are optional.

@@ -2,7 +2,8 @@
 
 A tile is a set of destination rows ``R`` of one layer plus every source node they aggregate from: local nodes are
 ``rows`` first (output row ``r`` = local node ``r``), then the other sources. Every constant comes from
-:func:`quant.archs.gcn.integer.layer_constants` and every expected value from :func:`quant.archs.gcn.integer.gcn_layer_trace`
+:func:`quant.archs.gcn.integer.layer_constants` and every expected value from
+:func:`quant.archs.gcn.integer.gcn_layer_trace`
 on the *whole* graph (the psum of a destination row only depends on its in-edges, so the tile's rows equal the full
 layer's). Shapes: n local nodes, F input features, L = F_out lanes, R rows, E in-edges of the rows.
 
@@ -19,9 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
+from hw.functional import raise_on_difference
 from hw.timing import layer_engine_cycles
-from quant.formats.adaptive_package import AdaptivePackageStream, encode
 from quant.archs.gcn.integer import QuantizedGCNLayer, gcn_layer_trace, layer_constants
+from quant.formats.adaptive_package import AdaptivePackageStream, encode
 
 RTL_DIR = Path(__file__).resolve().parent
 SOURCES = ["bse", "cpe", "requant", "aggregation_unit", "ap_decoder", "output_stage", "layer_engine"]
@@ -111,7 +113,8 @@ def _per_lane(a, shape) -> np.ndarray:
 
 
 def cut_tile(layer: QuantizedGCNLayer, x_codes: np.ndarray, graph: tuple, rows) -> Tile:
-    """The tile of destination ``rows`` (global IDs) of ``layer`` on ``graph`` (:func:`quant.archs.gcn.integer.gcn_graph`).
+    """The tile of destination ``rows`` (global IDs) of ``layer`` on ``graph``
+    (:func:`quant.archs.gcn.integer.gcn_graph`).
 
     Raises ValueError when a constant does not fit the engine's ports (coefficients > 16 bits, bias > 32 bits).
     """
@@ -196,10 +199,8 @@ def check_tile(tile: Tile, result: dict) -> None:
         raise TileMismatch(f"layer_engine raised decoder error code {result['err']}")
     for name, want in (("psum", tile.psum), ("out", tile.out)):
         got = np.asarray(result[name], dtype=np.int64)
-        if got.shape != want.shape:
-            raise TileMismatch(f"{name}: RTL gave {got.shape[0]} rows, the golden model {want.shape[0]}")
-        bad = np.argwhere(got != want)
-        if bad.size:
-            r, o = (int(v) for v in bad[0])
-            raise TileMismatch(f"{name}[row {r} (node {int(tile.nodes[r])}), lane {o}]: RTL {int(got[r, o])}, "
-                               f"golden {int(want[r, o])} ({len(bad)} elements differ)")
+        raise_on_difference(got, want, TileMismatch,
+                            f"{name}: RTL gave {got.shape[0]} rows, the golden model {want.shape[0]}",
+                            lambda r, o, n, name=name, got=got, want=want:
+                            f"{name}[row {r} (node {int(tile.nodes[r])}), lane {o}]: RTL {int(got[r, o])}, "
+                            f"golden {int(want[r, o])} ({n} elements differ)")

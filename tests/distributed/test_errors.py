@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from distributed.halo import ExchangeConfig
 from distributed.runner import DistTrainConfig, check_layout
 from distributed.train import main
 from gnn.data.partition import cached_partition_nodes, partition_nodes
@@ -43,22 +44,23 @@ def test_unknown_names_list_the_valid_ones(flag, value, valid, capsys):
         assert f"'{name}'" in err
 
 
-def test_config_level_names():
-    from distributed.halo import ExchangeConfig
-
-    with pytest.raises(ValueError, match="valid codecs: fp32, fp16, fp64, int8, int4, int2, int1, int1-2c"):
-        ExchangeConfig(codec="int3")
-    with pytest.raises(ValueError, match="valid: none, a2q"):
-        DistTrainConfig(quant="int8")
-    with pytest.raises(ValueError, match="export_path needs arch 'gcn'"):
-        DistTrainConfig(arch="sage", quant="a2q", export_path="x.qgraph")
-    with pytest.raises(ValueError, match="crash_marker"):
-        DistTrainConfig(crash_at_epoch=3)
-    with pytest.raises(ValueError, match="unknown dtype 'float16'; valid: float32, float64"):
-        DistTrainConfig(dtype="float16")
-    with pytest.raises(ValueError, match="use exchange codec 'fp64'"):
-        DistTrainConfig(dtype="float64")  # fp32 halo rows would round the float64 run
-    with pytest.raises(ValueError, match="use exchange codec 'fp64'.*'fp64' / 'int1'"):
-        DistTrainConfig(dtype="float64", exchange=ExchangeConfig(codec="fp64", grad_codec="int1"))
-    with pytest.raises(ValueError, match="export_path needs a float32 run"):
-        DistTrainConfig(dtype="float64", exchange=ExchangeConfig(codec="fp64"), quant="a2q", export_path="x.qgraph")
+@pytest.mark.parametrize(("make", "kwargs", "match"), [
+    (ExchangeConfig, {"codec": "int3"}, "valid codecs: fp32, fp16, fp64, int8, int4, int2, int1, int1-2c"),
+    (ExchangeConfig, {"sync_every": 5}, "pipeline"),
+    (DistTrainConfig, {"quant": "int8"}, "valid: none, a2q, degree-aware, dq-int8, dq-int4"),
+    (DistTrainConfig, {"arch": "sage", "quant": "a2q", "export_path": "x.qgraph"}, "export_path needs arch 'gcn'"),
+    (DistTrainConfig, {"crash_at_epoch": 3}, "crash_marker"),
+    (DistTrainConfig, {"resume": True}, "checkpoint_dir"),
+    (DistTrainConfig, {"device": "tpu"}, "valid: cpu, cuda"),
+    (DistTrainConfig, {"device": "cuda", "quant": "a2q"}, "use device 'cpu' with --quant"),
+    (DistTrainConfig, {"dtype": "float16"}, "unknown dtype 'float16'; valid: float32, float64"),
+    # fp32 halo rows would round the float64 run
+    (DistTrainConfig, {"dtype": "float64"}, "use exchange codec 'fp64'"),
+    (DistTrainConfig, {"dtype": "float64", "exchange": ExchangeConfig(codec="fp64", grad_codec="int1")},
+     "use exchange codec 'fp64'.*'fp64' / 'int1'"),
+    (DistTrainConfig, {"dtype": "float64", "exchange": ExchangeConfig(codec="fp64"), "quant": "a2q",
+                       "export_path": "x.qgraph"}, "export_path needs a float32 run"),
+])
+def test_config_errors_name_the_fix(make, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        make(**kwargs)

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from distributed.halo import ExchangeConfig
-from distributed.runner import DistTrainConfig
 from distributed.train import build_config, parse_args
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,21 +22,10 @@ def test_world_size_must_equal_parts():
     assert cfg.num_parts == 3 and cfg.exchange == ExchangeConfig(codec="int1", pipeline=True, sync_every=10)
 
 
-def test_config_errors_name_the_fix():
-    with pytest.raises(ValueError, match="valid: none, a2q, degree-aware, dq-int8, dq-int4"):
-        DistTrainConfig(quant="int8")
-    with pytest.raises(ValueError, match="valid codecs"):
-        ExchangeConfig(codec="int3")
-    with pytest.raises(ValueError, match="pipeline"):
-        ExchangeConfig(sync_every=5)
-    with pytest.raises(ValueError, match="checkpoint_dir"):
-        DistTrainConfig(resume=True)
+def test_parser_refuses_an_unknown_codec():
+    """The config errors themselves: test_errors.py (test_config_errors_name_the_fix)."""
     with pytest.raises(SystemExit):
         parse_args(["--exchange", "int3"])
-    with pytest.raises(ValueError, match="valid: cpu, cuda"):
-        DistTrainConfig(device="tpu")
-    with pytest.raises(ValueError, match="use device 'cpu' with --quant"):
-        DistTrainConfig(device="cuda", quant="a2q")
 
 
 @pytest.mark.parametrize("flags, match", [

@@ -52,6 +52,17 @@ def _grads(fn, q, k, v):
     return out.detach(), lse.detach(), torch.autograd.grad(loss, (q, k, v))
 
 
+def _assert_same_attention(fn1, fn2, q, k, v):
+    """Same outputs, the same empty (lse = -inf) rows, the same finite lse and finite, equal gradients."""
+    o1, l1, g1 = _grads(fn1, q, k, v)
+    o2, l2, g2 = _grads(fn2, q, k, v)
+    assert (o1 - o2).abs().max() < 1e-10
+    assert torch.equal(l1.isinf(), l2.isinf())
+    assert (l1[l1.isfinite()] - l2[l2.isfinite()]).abs().max() < 1e-10
+    for a, b in zip(g1, g2, strict=True):
+        assert torch.isfinite(a).all() and (a - b).abs().max() < 1e-10
+
+
 @pytest.mark.parametrize("n,p", [(7, 0.3), (40, 0.1)])
 def test_dense_masked_matches_rowwise_reference(n, p):
     ei = _graph(n, p, 0, isolated=(3,))
@@ -71,13 +82,8 @@ def test_sparse_equals_dense_with_mask(n, p, isolated):
     ei = _graph(n, p, 2, isolated=isolated)
     mask = edge_mask(ei, n, n)
     q, k, v = _qkv(n, n, 3)
-    o1, l1, g1 = _grads(lambda a, b, c: sparse_attention(a, b, c, ei), q, k, v)
-    o2, l2, g2 = _grads(lambda a, b, c: dense_attention(a, b, c, mask), q, k, v)
-    assert (o1 - o2).abs().max() < 1e-10
-    assert torch.equal(l1.isinf(), l2.isinf())
-    assert (l1[l1.isfinite()] - l2[l2.isfinite()]).abs().max() < 1e-10
-    for a, b in zip(g1, g2, strict=True):
-        assert torch.isfinite(a).all() and (a - b).abs().max() < 1e-10
+    _assert_same_attention(lambda a, b, c: sparse_attention(a, b, c, ei),
+                           lambda a, b, c: dense_attention(a, b, c, mask), q, k, v)
 
 
 def test_sparse_rectangular_queries_and_keys():
@@ -110,13 +116,8 @@ def test_cluster_blocked_equals_dense_with_mask(threshold):
     if threshold == 1.0:
         assert plan.dense_edge_fraction == 0.0
     q, k, v = _qkv(n, n, 6)
-    o1, l1, g1 = _grads(lambda a_, b, c: cluster_blocked_attention(a_, b, c, plan), q, k, v)
-    o2, l2, g2 = _grads(lambda a_, b, c: dense_attention(a_, b, c, a), q, k, v)
-    assert (o1 - o2).abs().max() < 1e-10
-    assert torch.equal(l1.isinf(), l2.isinf())
-    assert (l1[l1.isfinite()] - l2[l2.isfinite()]).abs().max() < 1e-10
-    for x, y in zip(g1, g2, strict=True):
-        assert torch.isfinite(x).all() and (x - y).abs().max() < 1e-10
+    _assert_same_attention(lambda a_, b, c: cluster_blocked_attention(a_, b, c, plan),
+                           lambda a_, b, c: dense_attention(a_, b, c, a), q, k, v)
 
 
 def test_cluster_plan_keeps_every_edge_once():

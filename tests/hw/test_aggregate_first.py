@@ -2,9 +2,7 @@
 CSR and passes the golden models define, combination cycles equal to a closed form computed from the exported
 codes, the roofline below the simulation, and the functional check catching a wrong intermediate."""
 
-import importlib.util
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,17 +20,9 @@ from quant.export import export_model
 from quant.qgraph import load
 
 
-def _module(name: str):
-    path = Path(__file__).resolve().parents[1] / "quant" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"_hw_{name}", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)  # tests are not a package (--import-mode=importlib)
-    return mod
-
-
 @pytest.fixture(scope="module")
-def exports(tmp_path_factory):
-    gin, convert = _module("test_integer_gin"), _module("test_convert")
+def exports(tmp_path_factory, quant_tests):
+    gin, convert = quant_tests("test_integer_gin"), quant_tests("test_convert")
     root = tmp_path_factory.mktemp("agg_first")
     graph = gin.tiny_graph(6)
     models = {"gin": gin.quantized_gin(graph, "degree-aware", seed=6),
@@ -102,10 +92,10 @@ def test_combination_cycles_equal_the_closed_form_from_the_exported_codes(export
     assert r["stages"]["combination"]["busy_cycles"] == want
 
 
-def test_weights_over_the_weight_buffer_stream_once_per_batch_of_tiles(tmp_path):
+def test_weights_over_the_weight_buffer_stream_once_per_batch_of_tiles(tmp_path, quant_tests):
     """Weights that do not fit are re-read once per batch of tiles whose matmul inputs fit the combination buffer
     together (not once per tile); counted here from the exported arrays alone."""
-    gin = _module("test_integer_gin")
+    gin = quant_tests("test_integer_gin")
     graph = gin.tiny_graph(7)
     q = load(export_model(gin.quantized_gin(graph, "a2q", seed=7, hidden=64), graph, tmp_path / "wide.qgraph"))
     wl = workload_from_export(q)

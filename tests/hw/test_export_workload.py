@@ -1,8 +1,5 @@
 """A trained-style quant export (per-channel XW steps) drives the cycle model, bit-exact on every layer."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 from hw.config import preset
@@ -12,17 +9,9 @@ from quant.export import export_model
 from quant.qgraph import load
 
 
-def _convert_helpers():
-    path = Path(__file__).resolve().parents[1] / "quant" / "test_convert.py"
-    spec = importlib.util.spec_from_file_location("_hw_quant_convert_helpers", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.mark.parametrize("method", ["a2q", "degree-aware"])
-def test_export_simulates_bit_exact(tmp_path, method):
-    helpers = _convert_helpers()
+def test_export_simulates_bit_exact(tmp_path, quant_tests, method):
+    helpers = quant_tests("test_convert")
     graph = helpers.tiny_graph(1)
     model = helpers.quantized_model(graph, method, seed=1)
     path = export_model(model, graph, tmp_path / "tiny.qgraph")

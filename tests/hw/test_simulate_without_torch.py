@@ -1,7 +1,6 @@
 """``python -m hw.simulate <export>`` needs numpy only: the exports are read with :mod:`quant.qgraph`, so the
 simulator runs (and gives the same cycles) in a process where torch and torch_geometric cannot be imported."""
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -30,18 +29,10 @@ sys.meta_path.insert(0, _Refuse())
 """
 
 
-def _module(name: str):
-    path = Path(__file__).resolve().parents[1] / "quant" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"_no_torch_{name}", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)  # tests are not a package (--import-mode=importlib)
-    return mod
-
-
 @pytest.fixture(scope="module")
-def exports(tmp_path_factory):
+def exports(tmp_path_factory, quant_tests):
     """Tiny GCN, GIN and GraphSAGE exports (written with torch, in this process)."""
-    gin, convert = _module("test_integer_gin"), _module("test_convert")
+    gin, convert = quant_tests("test_integer_gin"), quant_tests("test_convert")
     root = tmp_path_factory.mktemp("no_torch")
     graph = gin.tiny_graph(3)
     models = {"gcn": convert.quantized_model(graph, "a2q", seed=3), "gin": gin.quantized_gin(graph, "a2q", seed=3),

@@ -1,4 +1,5 @@
-"""cocotb testbench of hw/rtl/ap_decoder.v against quant.formats.adaptive_package.decode_beats (bit-exact) and hw.timing."""
+"""cocotb testbench of hw/rtl/ap_decoder.v against quant.formats.adaptive_package.decode_beats (bit-exact) and
+hw.timing."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ FIELDS = {"node": ("m_node", False), "feat": ("m_feat", False), "code": ("m_code
 
 
 def random_stream(rng: np.random.Generator, n: int, f: int, density: float) -> AdaptivePackageStream:
-    """Random per-node bitwidths 0..8 (runs of equal bitwidth, all-zero nodes) encoded by quant.formats.adaptive_package."""
+    """Random per-node bitwidths 0..8 (runs of equal bitwidth, all-zero nodes) encoded by
+    quant.formats.adaptive_package."""
     bits = np.repeat(rng.integers(0, 9, n), rng.integers(1, 4, n))[:n]
     lim = np.array([code_range(int(b))[1] for b in bits])
     codes = rng.integers(-127, 128, (n, f)) % (2 * lim[:, None] + 1) - lim[:, None]
@@ -97,6 +99,16 @@ async def decoder_cycles(dut):
     assert mon.handshakes[-1] - words.handshakes[0] == timing.decoder_stream_cycles(stream)
 
 
+async def abort(tb: TB, tasks) -> None:
+    """Stop the stream drivers ``tasks`` mid-stream, drop both valids and reset."""
+    for t in tasks:
+        t.cancel()
+    await tb.cycles(1)
+    tb.dut.s_pkg_valid.value = 0
+    tb.dut.s_word_valid.value = 0
+    await tb.reset()
+
+
 async def expect_error(dut, tb, stream, code: int, num_values=None, words=None) -> None:
     tasks = [cocotb.start_soon(StreamDriver(tb, "s_pkg_").send(package_beats(stream, num_values))),
              cocotb.start_soon(StreamDriver(tb, "s_word_").send([{"s_word": int(w)} for w in (words or stream.words)]))]
@@ -108,12 +120,7 @@ async def expect_error(dut, tb, stream, code: int, num_values=None, words=None) 
     assert int(dut.err.value) == 1 and int(dut.err_code.value) == code, "decoder did not flag the bad package"
     await tb.cycles(5)
     assert int(dut.err.value) == 1 and int(dut.s_word_ready.value) == 0, "the error must be sticky until reset"
-    for t in tasks:
-        t.cancel()
-    await tb.cycles(1)
-    dut.s_pkg_valid.value = 0
-    dut.s_word_valid.value = 0
-    await tb.reset()
+    await abort(tb, tasks)
     assert int(dut.err.value) == 0, "reset must clear the error"
 
 
@@ -143,12 +150,7 @@ async def decoder_errors_then_recover(dut):
     tasks = [cocotb.start_soon(StreamDriver(tb, "s_word_").send([{"s_word": int(w)} for w in stream.words])),
              cocotb.start_soon(StreamDriver(tb, "s_pkg_").send(package_beats(stream)))]
     await tb.cycles(4)
-    for t in tasks:
-        t.cancel()
-    await tb.cycles(1)
-    dut.s_word_valid.value = 0
-    dut.s_pkg_valid.value = 0
-    await tb.reset()
+    await abort(tb, tasks)
     await decode(dut, random_stream(rng, n, f, 0.4), 0.1, 0.1, seed=23, tb=tb)
 
 

@@ -16,8 +16,8 @@ from rtl_tb import TB, StreamDriver, StreamMonitor, check_in_order, pack_lanes, 
 
 from hw import timing
 from quant.formats.fixed_point import saturate
-from quant.integer import ACC_BITS
 from quant.formats.packing import code_range
+from quant.integer import ACC_BITS
 
 TOP = "cpe"
 
@@ -103,9 +103,7 @@ async def cpe_cycles(dut):
     """Back-to-back rows take hw.timing.cpe_stream_cycles; a single row hw.timing.cpe_row_cycles."""
     rng = np.random.default_rng(21)
     x, bits, w = random_rows(rng, 10, 8, int(dut.LANES.value))
-    tb = TB(dut)
-    await tb.reset()
-    (drv, mon, vbits), = await run_rows(dut, x, bits, w, 0.0, 0.0, seed=21, tb=tb)
+    (drv, mon, vbits), = await run_rows(dut, x, bits, w, 0.0, 0.0, seed=21)
     assert mon.handshakes[-1] - drv.handshakes[0] == timing.cpe_stream_cycles(vbits)
     assert mon.handshakes[0] - drv.handshakes[0] == timing.cpe_row_cycles(vbits[0])
 
