@@ -35,17 +35,17 @@ test-all: $(STAMP)
 	$(PY) -m pytest -q --durations=25
 
 bench: $(STAMP)
-	$(PY) benchmarks/fp32_accuracy.py
-	$(PY) benchmarks/train_speed.py
-	$(PY) benchmarks/make_results.py
+	$(PY) -m benchmarks.fp32_accuracy
+	$(PY) -m benchmarks.train_speed
+	$(PY) -m benchmarks.make_results
 
 results: $(STAMP)
-	$(PY) benchmarks/make_results.py
+	$(PY) -m benchmarks.make_results
 
 # Rerun every example whose output README.md and docs/*.md show (each file in its own temporary directory);
-# one file: `$(PY) benchmarks/readme_examples.py --file docs/hw.md`.
+# one file: `$(PY) -m benchmarks.readme_examples --file docs/hw.md`.
 readme: $(STAMP)
-	$(PY) benchmarks/readme_examples.py
+	$(PY) -m benchmarks.readme_examples
 
 rtl-test: $(STAMP)
 	$(PY) -m pytest -q tests/hw/rtl -m "not slow" --durations=10

@@ -1,4 +1,5 @@
-"""Helpers shared by the benchmark scripts: result files and the machine description."""
+"""Helpers shared by the benchmark scripts: result files, the machine description, and the pieces their RESULTS.md
+renderers share (tables, command lists, ``mean +- std``)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,12 @@ import os
 import platform
 from pathlib import Path
 
-import torch
-
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def machine() -> dict:
+    import torch  # here, not above: the renderers of RESULTS.md use this module without torch
+
     return {"python": platform.python_version(), "torch": torch.__version__, "cpu_count": os.cpu_count(),
             "threads": torch.get_num_threads(), "processor": platform.processor() or platform.machine(),
             "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
@@ -20,6 +21,8 @@ def machine() -> dict:
 
 def device_name(device: str) -> str:
     """What a result records as its device: the GPU's name for "cuda" / "cuda:i", else "cpu"."""
+    import torch
+
     return "cpu" if torch.device(device).type == "cpu" else torch.cuda.get_device_name(device)
 
 
@@ -88,3 +91,37 @@ def train_and_export(train_args: list[str], run_dir: Path, qgraph: Path) -> tupl
     out = train([*train_args, "--run-dir", str(run_dir), "--no-progress"])
     export(["--run", str(run_dir), "--out", str(qgraph)])
     return out, json.loads((qgraph / "manifest.json").read_text())["metrics"]
+
+
+def pm(s: dict) -> str:
+    """A summary's ``mean +- std`` (``{"mean": ..., "std": ...}``), two decimals."""
+    return f"{s['mean']:.2f} +- {s['std']:.2f}"
+
+
+# Longest command list written inline in a paragraph; a longer one becomes a collapsed list under it.
+COMMANDS_INLINE_CHARS = 600
+
+
+def command_list(commands: list[str], sep: str = "; ") -> tuple[str, list[str]]:
+    """A command list for a paragraph: the commands themselves when short, else their count with the lines that
+    list them (a collapsed block, to follow the paragraph)."""
+    text = sep.join(f"`{c}`" for c in commands)
+    if len(text) <= COMMANDS_INLINE_CHARS:
+        return text, []
+    return f"{len(commands)}, listed below", ["", f"<details><summary>{len(commands)} commands</summary>", "",
+                                             *[f"- `{c}`" for c in commands], "", "</details>"]
+
+
+def table_head(*columns: str) -> list[str]:
+    """A Markdown table's first two lines: the column names, then the separator row of as many columns."""
+    return ["| " + " | ".join(columns) + " |", "|---" * len(columns) + "|"]
+
+
+def table_row(*cells) -> str:
+    """A Markdown table row of ``cells`` (each as ``str`` makes it)."""
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def machine_line(res: dict, sort_keys: bool = False) -> str:
+    """A RESULTS.md section's closing line: the machine a result file was measured on."""
+    return f"Machine: `{json.dumps(res.get('machine', {}), sort_keys=sort_keys)}`"

@@ -19,10 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without install
+import numpy as np
 
-import numpy as np  # noqa: E402
-from _common import RESULTS, machine, save_json, train_and_export  # noqa: E402
+from benchmarks._common import RESULTS, machine, pm, save_json, table_head, train_and_export
 
 RECIPE = ("--fp32-preset", "--bits-control", "penalty",
           "--dataset", "cora", "--model", "gcn", "--quant", "a2q", "--target-bits", "1.7", "--penalty-weight", "10",
@@ -96,6 +95,33 @@ def main(argv: list[str] | None = None) -> dict:
               f"{r['avg_bits']['mean']:8.3f} {r['all_in_bytes']['mean'] / 1024:9.1f} {r['cycles']['mean']:8.0f} "
               f"{r['dram_bytes']['mean'] / 2**20:8.3f} {r['energy_uj']['mean']:7.1f}")
     return payload
+
+
+def render(res: dict) -> list[str]:
+    """The A2Q headline recipe at each weight / XW width: accuracy and what the accelerator model spends."""
+    rows = res.get("rows", [])
+    if not rows:
+        return []
+    base = rows[0]["width"]
+    lines = ["## A2Q headline recipe: weight / XW bits against accelerator cost", "",
+             f"Command: `{res['command']}` (file: `benchmarks/results/a2q_hw_cost.json`). Each run: `{res['recipe']} "
+             "--weight-bits W --xw-bits W`, one seed, then `python -m quant.export` and `python -m hw.simulate "
+             f"<export> --arch {res['arch']}` (functional check bit-exact). Mean +- std over seeds; ratio = mean / "
+             f"the {base}-bit mean. The recipe's accuracy over 20 seeds is in the A2Q headline table of the "
+             "quantization section; this measures what the same recipe costs in hardware.", "",
+             *table_head("weight / XW bits", "runs", "test acc (fake-quant)", "test acc (integer)", "avg feature bits",
+                         "all-in KB", "cycles", "DRAM MiB", "DRAM weights MiB", "energy uJ")]
+    def cell(r: dict, m: str, scale: float = 1.0, fmt: str = ".1f") -> str:
+        text = f"{r[m]['mean'] / scale:{fmt}} +- {r[m]['std'] / scale:{fmt}}"
+        ratio = r.get("vs_first_width", {})
+        return text + (f" ({ratio[m]:.2f}x)" if r["width"] != base and m in ratio else "")
+
+    for r in rows:
+        lines.append(f"| {r['width']} | {r['runs']} | {pm(r['test_acc'])} | {pm(r['test_acc_integer'])} | "
+                     f"{r['avg_bits']['mean']:.2f} | {cell(r, 'all_in_bytes', 1024)} | {cell(r, 'cycles', 1, '.0f')} | "
+                     f"{cell(r, 'dram_bytes', 2**20, '.3f')} | {cell(r, 'dram_weight_bytes', 2**20, '.3f')} | "
+                     f"{cell(r, 'energy_uj')} |")
+    return lines + [""]
 
 
 if __name__ == "__main__":

@@ -24,17 +24,13 @@ import shlex
 import statistics
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from _common import load_results, machine, save_results  # noqa: E402
-
-from distributed.halo import ExchangeConfig  # noqa: E402
-from distributed.launch import spawn  # noqa: E402
-from distributed.runner import DistTrainConfig, train_many  # noqa: E402
-from gnn.data.loaders import load_dataset  # noqa: E402
-from gnn.presets import model_and_train_config  # noqa: E402
+from benchmarks._common import load_results, machine, save_results, table_head, table_row
+from distributed.halo import ExchangeConfig
+from distributed.launch import spawn
+from distributed.runner import DistTrainConfig, train_many
+from gnn.data.loaders import load_dataset
+from gnn.presets import model_and_train_config
 
 VARIANTS = {
     "fp32": ExchangeConfig(codec="fp32"),
@@ -155,6 +151,36 @@ def main() -> None:
         res.update(machine=machine(), note="ranks oversubscribed on this machine, so no timing claims; "
                    "selection: test accuracy at the epoch of best validation accuracy")
         print(f"written {save_results('dist_accuracy', res)} in {run_wall_s:.0f} s", flush=True)
+
+
+def _mean_bytes(entry: dict) -> float:
+    return sum(entry["bytes_per_epoch"]) / len(entry["bytes_per_epoch"])
+
+
+def _gap_text(variant: str, entry: dict, ref: dict | None) -> str:
+    """The gap column: variant - fp32 in points, paired per seed, +- its standard error ('-' for fp32 itself)."""
+    gap, se, paired = paired_gap(entry, ref) if ref else (None, None, 0)
+    if variant == "fp32" or not paired:
+        return "-"
+    return f"{100 * gap:+.2f} +- {100 * se:.2f}" + (f" ({paired} paired)" if paired != len(entry["test_acc"]) else "")
+
+
+def render(res: dict) -> list[str]:
+    lines = ["## Distributed training: accuracy per halo codec (validation-selected test accuracy, %)", "",
+             "File: `benchmarks/results/dist_accuracy.json` (each variant names its commands). GCN, 2 layers, the "
+             "single-process preset; METIS partitions. Gap = variant - fp32 exchange in points, paired per seed "
+             "(seed s: split s, partition seed s) over the seeds both hold, +- its standard error.", "",
+             *table_head("dataset", "parts", "seeds", "epochs", "variant", "test acc", "gap to fp32 (pt)",
+                         "exchange bytes / epoch", "fp32 / variant bytes")]
+    for name, d in res.get("datasets", {}).items():
+        ref = d["variants"].get("fp32")
+        for variant, v in d["variants"].items():
+            vol = _mean_bytes(v)
+            lines.append(table_row(name, d["parts"], len(v["test_acc"]), d["epochs"], variant,
+                                   f"{100 * v['test_mean']:.2f} +- {100 * v['test_std']:.2f}",
+                                   _gap_text(variant, v, ref), f"{vol:,.0f}",
+                                   f"{_mean_bytes(ref) / vol:.1f}" if ref else "-"))
+    return lines + ["", f"Note: {res.get('note', '')}", ""]
 
 
 if __name__ == "__main__":

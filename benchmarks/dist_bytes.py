@@ -12,19 +12,14 @@ ratio fp32 / codec (target for int1 at F = 256: >= 25x). Writes benchmarks/resul
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from _common import machine, save_results  # noqa: E402
-
-from distributed import codecs  # noqa: E402
-from distributed.halo import ExchangeConfig  # noqa: E402
-from distributed.launch import spawn  # noqa: E402
-from distributed.runner import DistTrainConfig, train_many  # noqa: E402
-from gnn.data.loaders import load_dataset  # noqa: E402
-from gnn.data.partition import cached_partition_nodes, halo_rows_total  # noqa: E402
+from benchmarks._common import machine, save_results, table_head
+from distributed import codecs
+from distributed.halo import ExchangeConfig
+from distributed.launch import spawn
+from distributed.runner import DistTrainConfig, train_many
+from gnn.data.loaders import load_dataset
+from gnn.data.partition import cached_partition_nodes, halo_rows_total
 
 CODECS = ("fp32", "fp16", "int8", "int4", "int2", "int1", "int1-2c")
 
@@ -68,6 +63,17 @@ def main() -> None:
                "machine": machine(), "note": "bytes = sum over ranks of bytes handed to all_to_all_single per "
                "training epoch (forward + backward); layer-0 input features are exchanged once (setup)"}
     print(f"H = {h} halo rows; written {save_results('dist_bytes', payload)}")
+
+
+def render(res: dict) -> list[str]:
+    lines = ["## Distributed training: exchange volume per codec", "",
+             f"File: `benchmarks/results/dist_bytes.json`. {res.get('dataset')}, {res.get('parts')} parts, hidden "
+             f"{res.get('hidden')}, {res.get('layers')} layers; {res.get('note', '')}.", "",
+             *table_head("codec", "bytes / epoch", "formula", "fp32 / codec")]
+    for name, c in res.get("codecs", {}).items():
+        lines.append(f"| {name} | {c['bytes_per_epoch']:,} | {c['formula_bytes_per_epoch']:,} | "
+                     f"{c['ratio_vs_fp32']:.1f} |")
+    return lines + [""]
 
 
 if __name__ == "__main__":

@@ -21,20 +21,16 @@ import shlex
 import statistics
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from _common import load_results, machine, save_results  # noqa: E402
-
-from distributed.codecs import CODECS  # noqa: E402
-from distributed.halo import ExchangeConfig  # noqa: E402
-from distributed.launch import spawn  # noqa: E402
-from distributed.runner import DistTrainConfig, train_many  # noqa: E402
-from gnn.data.loaders import load_dataset  # noqa: E402
-from gnn.models import GNN  # noqa: E402
-from gnn.presets import model_and_train_config  # noqa: E402
-from gnn.trainer import seed_everything, train_one  # noqa: E402
+from benchmarks._common import load_results, machine, save_results, table_head
+from distributed.codecs import CODECS
+from distributed.halo import ExchangeConfig
+from distributed.launch import spawn
+from distributed.runner import DistTrainConfig, train_many
+from gnn.data.loaders import load_dataset
+from gnn.models import GNN
+from gnn.presets import model_and_train_config
+from gnn.trainer import seed_everything, train_one
 
 
 def _stats(values: list[float]) -> dict:
@@ -109,6 +105,22 @@ def main() -> None:
         = entry
     res["machine"] = machine()
     print(f"written {save_results('dist_quant_accuracy', res)}")
+
+
+def render(res: dict) -> list[str]:
+    lines = ["## Quantized + distributed training against single-process (validation-selected test accuracy, %)", "",
+             "File: `benchmarks/results/dist_quant_accuracy.json` (each row names its command). Same seeds, "
+             "preset GCN, same QuantConfig on both sides.", "",
+             *table_head("dataset", "quant", "target bits", "parts", "exchange", "seeds", "single-process", "bits",
+                         "distributed", "final bits", "gap (pt)", "command")]
+    for e in res.get("runs", {}).values():
+        sp, dp = e["single_process"], e["distributed"]
+        lines.append(f"| {e['dataset']} | {e['quant']} | {e['target_bits']:g} | {e['parts']} | {e['exchange']} | "
+                     f"{e['seeds']} | {100 * sp['test_acc']['mean']:.2f} +- {100 * sp['test_acc']['std']:.2f} | "
+                     f"{sp['avg_bits']['mean']:.2f} | {100 * dp['test_acc']['mean']:.2f} +- "
+                     f"{100 * dp['test_acc']['std']:.2f} | {dp['final_avg_bits']['mean']:.2f} | {e['gap_pt']:+.2f} | "
+                     f"`{e['command']}` |")
+    return lines + [""]
 
 
 if __name__ == "__main__":

@@ -38,11 +38,8 @@ import os
 import statistics
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from _common import load_results, machine, save_results  # noqa: E402
+from benchmarks._common import load_results, machine, save_results, table_head
 
 CODECS = ("fp32", "int8", "int1", "int1-2c")
 LINKS = ("loopback", "shaped", "emulated")
@@ -259,6 +256,24 @@ def main() -> None:
                        "compute and wait times; ranks > cores are marked oversubscribed",
                "command": "python benchmarks/dist_time.py " + " ".join(sys.argv[1:])}
     print(f"written {save_results('dist_time', payload)} in {payload['wall_s']:.0f} s")
+
+
+def render(res: dict) -> list[str]:
+    g = res.get("graph", {})
+    lines = ["## Distributed training: epoch time per halo codec", "",
+             f"File: `benchmarks/results/dist_time.json`. Graph {g.get('name')} ({g.get('num_nodes')} nodes, "
+             f"{g.get('num_edges')} edges), {res.get('model')}. Seconds are medians over timed epochs of the max over "
+             "ranks. Links: " + "; ".join(f"{k}: {v}" for k, v in res.get("links", {}).items() if v) + ".", "",
+             *table_head("ranks", "link", "codec", "epoch s", "compute s", "comm s", "wait s", "codec s", "MB / epoch",
+                         "epoch speedup vs fp32", "comm speedup vs fp32", "oversubscribed")]
+    speed = res.get("speedup_vs_fp32", {})
+    for r in res.get("rows", []):
+        sp = speed.get(f"{r['ranks']} ranks, {r['link']}, {r['codec']}")
+        ratios = f"{sp['epoch']:.2f} | {sp['comm']:.2f}" if sp else "- | -"
+        lines.append(f"| {r['ranks']} | {r['link']} | {r['codec']} | {r['epoch_s']:.3f} | {r['compute_s']:.3f} | "
+                     f"{r['comm_s']:.4f} | {r['wait_s']:.3f} | {r['codec_s']:.4f} | {r['bytes'] / 1e6:.2f} | "
+                     f"{ratios} | {r['oversubscribed']} |")
+    return lines + ["", f"Note: {res.get('note', '')}", ""]
 
 
 if __name__ == "__main__":

@@ -8,19 +8,17 @@ points vs the float32 fake-quant model, and the fraction of nodes whose predicti
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import torch
 
-import torch  # noqa: E402
-from _common import machine, save_results  # noqa: E402
+from benchmarks._common import machine, machine_line, save_results, table_head
+from quant.archs.gcn.convert import to_quantized_gcn
+from quant.archs.gcn.integer import gcn_forward_int
+from quant.convert import load_trained
 
-from quant.convert import load_trained  # noqa: F401
-from quant.archs.gcn.convert import to_quantized_gcn  # noqa: F401
-from quant.archs.gcn.integer import gcn_forward_int  # noqa: F401
-
+COMMAND = "python benchmarks/export_fixed_point.py --run <run_dir>"  # as the result file records it
 FORMATS = ((8, 16), (10, 16), (12, 16), (12, 32), (14, 32), (16, 32))
 
 
@@ -52,9 +50,27 @@ def main(argv: list[str] | None = None) -> dict:
            "penalty_weight": run.config["train"]["penalty_weight"],
            "test_acc_fake_quant": acc_fake, "formats": rows,
            "note": "integer path (quant.archs.gcn.integer) vs the float32 fake-quant model; one seed",
-           "machine": machine(), "command": "python benchmarks/export_fixed_point.py --run <run_dir>"}
+           "machine": machine(), "command": COMMAND}
     print(f"wrote {save_results('export_fixed_point', out)}")
     return out
+
+
+def render(res: dict) -> list[str]:
+    command = res.get("command", COMMAND)
+    lines = ["## Integer path: fixed-point format sweep (one trained model)", "",
+             f"Command: `{command}` (file: `benchmarks/results/export_fixed_point.json`). One {res.get('dataset')} "
+             f"GCN trained with {res.get('quant')} at target {res.get('target_bits')} bits (penalty a = "
+             f"{res.get('penalty_weight')}) for {res.get('epochs')} epochs (`python -m gnn.train`, the preset "
+             f"otherwise, seeds {res.get('seeds')}); its float32 fake-quant model tests "
+             f"{100 * res['test_acc_fake_quant']:.1f} %. Per requantization format (fraction "
+             "bits of the multipliers, partial-sum width) the integer path's test accuracy, its change against "
+             "the fake-quant model, and the share of all nodes whose predicted class agrees. The multi-seed check "
+             "of the 0.3-pt target is the table \"Integer path against fake-quant\".", "",
+             *table_head("frac bits", "psum bits", "integer test acc (%)", "change (pt)", "prediction agreement")]
+    for r in res.get("formats", []):
+        lines.append(f"| {r['frac_bits']} | {r['psum_bits']} | {100 * r['test_acc_integer']:.1f} | "
+                     f"{r['delta_pt']:+.1f} | {100 * r['prediction_agreement']:.2f} % |")
+    return lines + ["", machine_line(res, sort_keys=True), ""]
 
 
 if __name__ == "__main__":

@@ -26,9 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _common import machine, save_results  # noqa: E402
+from benchmarks._common import machine, save_results, table_head
 
 ROOT = Path(__file__).resolve().parents[1]
 METRICS = ("epoch", "loss", "val_acc", "test_acc", "exchange_bytes")
@@ -209,6 +207,25 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{payload['equal']} of {len(runs)} resumed runs equal the uninterrupted run ({payload['killed']} killed "
           f"mid-run) -> {path}")
     return 0 if payload["equal"] == len(runs) else 1
+
+
+def render(res: dict) -> list[str]:
+    st = res.get("settings", {})
+    runs = res.get("per_run", [])
+    lines = ["## Fault injection: kill -9 of a rank, then `--resume`, against the uninterrupted run", "",
+             f"File: `benchmarks/results/fault_injection.json`, `python benchmarks/fault_injection.py --runs "
+             f"{res.get('runs')}`. {st.get('dataset')}, 2 ranks, exchange {st.get('exchange')}, {st.get('epochs')} "
+             f"epochs, a checkpoint every {st.get('checkpoint_every')}; each run is killed (SIGKILL, random rank, "
+             "random moment between the first and the last checkpoint), resumed, and compared with the "
+             "uninterrupted run: every epoch's loss, accuracies and bytes, and the best record.", "",
+             f"**{res.get('equal')} of {res.get('runs')} resumed runs ended equal to the uninterrupted run** "
+             f"({res.get('killed')} of them were killed mid-run; the others had finished before the kill).", "",
+             *table_head("run", "killed rank", "kill after (s)", "last logged epoch", "checkpoint epoch", "resumed at",
+                         "equal")]
+    for i, r in enumerate(runs):
+        lines.append(f"| {i} | {r['rank']} | {r['delay_s']:.2f} | {r['logged_epoch']} | {r['checkpoint_epoch']} | "
+                     f"{r['resumed_at_epoch']} | {'yes' if r['equal'] else 'NO: ' + ', '.join(r['diffs'][:3])} |")
+    return lines + [""]
 
 
 if __name__ == "__main__":

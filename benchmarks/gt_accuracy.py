@@ -19,28 +19,24 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, fields, replace
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from _common import device_name, load_results, machine, save_results  # noqa: E402
-
-from gnn.data.loaders import load_dataset  # noqa: E402
-from gnn.experiment import run_experiment  # noqa: E402
-from gnn.presets import model_and_train_config  # noqa: E402
-from graphtransformer.model import GraphTransformer  # noqa: E402
-from graphtransformer.quantize import train_quantized_seed  # noqa: E402
-from graphtransformer.training import (  # noqa: E402
+from benchmarks._common import device_name, load_results, machine, pm, save_results, table_head
+from gnn.data.loaders import load_dataset
+from gnn.experiment import run_experiment
+from gnn.presets import model_and_train_config
+from graphtransformer.model import GraphTransformer
+from graphtransformer.quantize import train_quantized_seed
+from graphtransformer.training import (
     TrainConfig,
     model_config,
     prepare,
     single_process_rows,
     train_seed,
 )
-from quant.qat.config import METHODS as QUANT_METHODS  # noqa: E402
-from quant.qat.config import QuantConfig  # noqa: E402
+from quant.qat.config import METHODS as QUANT_METHODS
+from quant.qat.config import QuantConfig
 
 # Selected on Cora's validation accuracy and used unchanged for every dataset: a 2-seed screen of 17 variants
 # (attention / input dropout, weight decay, heads, width, layer order, lr, with and without FFN blocks), then six
@@ -91,7 +87,7 @@ def overrides_json(overrides: dict) -> dict:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in overrides.items()}
 
 
-def _stats(accs: list[float]) -> dict:
+def percent_stats(accs: list[float]) -> dict:
     pct = [100.0 * a for a in accs]
     return {"mean": statistics.fmean(pct), "std": statistics.stdev(pct) if len(pct) > 1 else 0.0, "n": len(pct)}
 
@@ -107,7 +103,7 @@ def run_gcn(graph, seeds: list[int], device: str = "cpu") -> dict:
             "seconds": time.perf_counter() - t0}
 
 
-def _gt_seed(name: str, seed: int, cfg: TrainConfig, threads: int, qcfg: QuantConfig | None = None,
+def gt_seed(name: str, seed: int, cfg: TrainConfig, threads: int, qcfg: QuantConfig | None = None,
              device: str = "cpu") -> dict:
     """One graph-transformer run (a worker process when --jobs > 1); quantization-aware when ``qcfg`` is given."""
     torch.set_num_threads(threads)
@@ -131,8 +127,8 @@ def gt_entry(records: list[dict], cfg: TrainConfig, qcfg: QuantConfig | None, se
     if qcfg is not None:
         avg = [r["final_avg_bits"] for r in records]
         bits = {"quant": asdict(qcfg), "final_avg_bits": {"mean": statistics.fmean(avg), "per_seed": avg}}
-    return {**bits, "test_acc": _stats([r["test_acc"] for r in records]),
-            "val_acc": _stats([r["val_acc"] for r in records]),
+    return {**bits, "test_acc": percent_stats([r["test_acc"] for r in records]),
+            "val_acc": percent_stats([r["val_acc"] for r in records]),
             "seeds": records, "schedule": list(cfg.schedule()), "config": asdict(cfg),
             "seconds_per_seed": [r["seconds"] for r in records],
             "complete": len(records) == seeds_planned, "seeds_planned": seeds_planned}
@@ -156,12 +152,12 @@ def run_gt(name: str, seeds: list[int], cfg: TrainConfig, jobs: int, threads: in
     after every seed, so a run stopped at a time limit keeps the seeds it finished."""
     if jobs > 1:
         with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            records = list(pool.map(_gt_seed, [name] * len(seeds), seeds, [cfg] * len(seeds),
+            records = list(pool.map(gt_seed, [name] * len(seeds), seeds, [cfg] * len(seeds),
                                     [threads] * len(seeds), [qcfg] * len(seeds)))
     else:
         records = []
         for seed in seeds:
-            records.append(_gt_seed(name, seed, cfg, threads, qcfg, device))
+            records.append(gt_seed(name, seed, cfg, threads, qcfg, device))
             if on_seed is not None and len(records) < len(seeds):
                 on_seed(gt_entry(records, cfg, qcfg, len(seeds)))
     return gt_entry(records, cfg, qcfg, len(seeds))
@@ -237,6 +233,49 @@ def main() -> None:
         store(gt)
         print(f"{name}: GCN {gcn['test_acc']['mean']:.2f} +- {gcn['test_acc']['std']:.2f}  GT[{key}] "
               f"{gt['test_acc']['mean']:.2f} +- {gt['test_acc']['std']:.2f}  ({len(seeds)} seeds)", flush=True)
+
+
+# Graph-transformer configuration fields that rows written before the field existed do not record, with the value
+# those runs used (ffn_ratio's default was 2; the others were off; the degree embedding was always there).
+GT_FIELDS_BEFORE_RECORDED = {"ffn_ratio": 2, "degree_embedding": True, "label_smoothing": 0.0, "ema_decay": 0.0,
+                             "branch_activation": "none", "layer_scale": 0.0}
+
+
+def render(res: dict) -> list[str]:
+    lines = ["## Graph transformer accuracy (validation-selected test accuracy, %)", "",
+             f"File: `benchmarks/results/gt_accuracy.json`; last command: `python {res.get('command', '')}` "
+             "(rows with their own command name it).", "",
+             "Rows ending in `_cuda` ran GCN and the graph transformer on the GPU named in the device column, "
+             "against the GCN of that same run.", "",
+             *table_head("dataset", "GCN (gnn/, FP32)", "graph transformer", "test acc", "avg feature bits (no sign)",
+                         "gap to GCN (pt)", "gap to its FP32 graph transformer (pt)", "seeds", "device", "command")]
+    for name, d in res.get("datasets", {}).items():
+        base = d.get("gt_interleaved", {}).get("config", {})
+        for key, gt in d.items():
+            if not key.startswith("gt_"):
+                continue
+            gcn = d["gcn_cuda" if key.endswith("_cuda") else "gcn"]
+            bits = gt.get("final_avg_bits", {}).get("mean")
+            gap = gt["test_acc"]["mean"] - gcn["test_acc"]["mean"]
+            cfg = {**GT_FIELDS_BEFORE_RECORDED, **gt.get("config", {})}
+            ref = {**GT_FIELDS_BEFORE_RECORDED, **base} if base else {}
+            set_here = gt.get("overrides", {})  # gt_accuracy --set: named once, as set
+            differs = [f"{k}={cfg[k]}" for k in sorted(ref) if k in cfg and cfg[k] != ref[k] and k not in set_here]
+            variant = key[3:] + (f" (config differs: {', '.join(differs)})" if differs else "")
+            if set_here:
+                variant += " (set: " + ", ".join(f"{k}={v}" for k, v in sorted(set_here.items())) + ")"
+            fp32_key = f"gt_{cfg.get('attention', 'interleaved')}" + ("_cuda" if key.endswith("_cuda") else "")
+            fp32 = d.get(fp32_key) if bits is not None else None
+            own = f"{gt['test_acc']['mean'] - fp32['test_acc']['mean']:+.2f}" if fp32 else "-"
+            seeds = str(gt["test_acc"]["n"])
+            if not gt.get("complete", True):  # a run stopped at its time limit keeps its finished seeds
+                seeds += f" of {gt['seeds_planned']} (stopped)"
+            lines.append(f"| {name} | {pm(gcn['test_acc'])} | {variant} | {pm(gt['test_acc'])} | "
+                         f"{'32 (FP32)' if bits is None else f'{bits:.2f}'} | {gap:+.2f} | {own} | "
+                         f"{seeds} | "
+                         f"{gt.get('device', 'cpu')} | "
+                         f"{'`' + gt['command'] + '`' if gt.get('command') else '-'} |")
+    return lines + [""]
 
 
 if __name__ == "__main__":

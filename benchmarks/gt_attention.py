@@ -29,10 +29,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from _common import device_name, machine  # noqa: E402
-
+from benchmarks._common import command_list, device_name, machine, table_head
 from graphtransformer.attention import dense_attention, edge_mask, flash_dense_attention, sparse_attention
 from graphtransformer.cluster import ClusterConfig, build_cluster_plan, cluster_blocked_attention, metis_relabeling
 from graphtransformer.edge_attention import fused_sparse_attention
@@ -218,6 +215,48 @@ def _write(out: str, rows: list[dict], threads: int, command: str, device: str) 
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_text(json.dumps(result, indent=1))
     return result
+
+
+def render(res: dict, name: str = "gt_attention") -> list[str]:
+    default = res.get("command", "python benchmarks/gt_attention.py")
+    listed, listing = command_list(list(dict.fromkeys(r.get("command", default) for r in res.get("rows", []))))
+    gpu = res.get("device", "cpu") != "cpu"
+    memory = ("GPU memory = peak allocation during a timed step above what was allocated before it. `sparse_fused` = "
+              "the edge-list kernel with recompute backward; `flex` = FlexAttention block-sparse tiles in METIS order "
+              "(tiles with >= 32 edges; the rest of the edges through the edge list; setup = METIS + plan), "
+              "`flex_m1` = every edge in a tile; `cluster` = the CPU-era tile loop (one dense product per tile)."
+              if gpu else "Memory = peak RSS growth of the last timed run (small allocations reuse freed heap and "
+              "read as ~0).")
+    lines = [f"## Graph transformer: attention kernels, forward + backward against sequence length"
+             f"{' (GPU)' if gpu else ''}", "",
+             f"File: `benchmarks/results/{name}.json`; commands: " + listed
+             + f". {res.get('heads')} heads x {res.get('head_dim')}, {res.get('dtype')}, "
+             + (f"torch {res.get('torch')}, " if gpu else f"{res.get('threads')} thread(s), ")
+             + f"device: {res.get('device', 'cpu')}. `dense` = explicit softmax with the "
+             "graph mask (same result as sparse), `full_flash` = all-pairs attention through the fused flash kernel "
+             f"(the cost of a dense layer). {memory}", *listing, "",
+             *table_head("nodes", "edges", "kernel", "fwd+bwd ms", "peak GPU MiB" if gpu else "peak RSS growth MiB",
+                         "setup s", "edges in tiles")]
+    for r in sorted(res.get("rows", []), key=lambda r: (r["num_nodes"], r["kernel"])):
+        mem = r.get("peak_mem_mib", r.get("peak_rss_growth_mib"))
+        share = r.get("tile_edge_fraction", r.get("dense_edge_fraction"))
+        time_cell = r.get("error") or f"{r['fwd_bwd_ms']:.1f}"
+        setup = r.get("setup_s")
+        lines.append(f"| {r['num_nodes']} | {r['num_edges']} | {r['kernel']} | {time_cell} | "
+                     f"{'-' if mem is None else f'{mem:.1f}'} | {'-' if setup is None else f'{setup:.1f}'} | "
+                     f"{'-' if share is None else f'{share:.2f}'} |")
+    for key, label in (("dense_over_sparse_speedup", "Masked dense / sparse time"),
+                       ("full_flash_over_sparse_speedup", "All-pairs flash / sparse time")):
+        speed = res.get(key, {})
+        if speed:
+            lines += ["", f"{label}: " + ", ".join(f"N={n}: {v:.1f}x" for n, v in
+                                                   sorted(speed.items(), key=lambda kv: int(kv[0])))]
+    return lines + [""]
+
+
+def render_cuda(res: dict) -> list[str]:
+    """gt_attention_cuda.json (this script with ``--device cuda``): the same table, under that file's name."""
+    return render(res, "gt_attention_cuda")
 
 
 if __name__ == "__main__":

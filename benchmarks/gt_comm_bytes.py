@@ -14,20 +14,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from _common import machine, save_results  # noqa: E402
-
-from distributed.codecs import row_bytes  # noqa: E402
-from gnn.data.loaders import load_dataset  # noqa: E402
-from graphtransformer.cluster import metis_relabeling  # noqa: E402
-from graphtransformer.model import attention_graph  # noqa: E402
-from graphtransformer.parallel import SequenceParallelConfig, shard_graph  # noqa: E402
-from graphtransformer.volume import dense_forward_bytes, halo_forward_bytes  # noqa: E402
+from benchmarks._common import machine, save_results, table_head
+from distributed.codecs import row_bytes
+from gnn.data.loaders import load_dataset
+from graphtransformer.cluster import metis_relabeling
+from graphtransformer.model import attention_graph
+from graphtransformer.parallel import SequenceParallelConfig, shard_graph
+from graphtransformer.volume import dense_forward_bytes, halo_forward_bytes
 
 
 def layouts(edge_index: torch.Tensor, num_nodes: int, world: int, heads: int, head_dim: int) -> dict:
@@ -73,6 +69,22 @@ def main() -> None:
                       f"saving x{row['ulysses_over_halo_fp32']:.1f}", flush=True)
     save_results("gt_comm_bytes", {"command": "python benchmarks/gt_comm_bytes.py " + " ".join(sys.argv[1:]),
                                    "hidden": args.hidden, "heads": args.heads, "rows": rows, "machine": machine()})
+
+
+def render(res: dict) -> list[str]:
+    lines = ["## Graph transformer: communication bytes per attention layer (forward, all ranks)", "",
+             f"File: `benchmarks/results/gt_comm_bytes.json`; command: `{res.get('command', '')}`. Hidden "
+             f"{res.get('hidden')}, {res.get('heads')} heads, fp32 unless named. From `graphtransformer.volume` and "
+             "the halo plans of `shard_graph`; tests check that a real run counts exactly these bytes. Order: METIS "
+             "clusters, one per rank (what distributed runs use), or the dataset's own node order.", "",
+             *table_head("dataset", "ranks", "order", "Ulysses MB", "ring MB", "halo fp32 MB", "halo int1 MB",
+                         "Ulysses / halo fp32")]
+    for r in res.get("rows", []):
+        b = r["bytes"]
+        lines.append(f"| {r['dataset']} | {r['world']} | {r['order']} | {b['ulysses']['total'] / 1e6:.2f} | "
+                     f"{b['ring']['total'] / 1e6:.2f} | {b['halo fp32']['total'] / 1e6:.2f} | "
+                     f"{b['halo int1']['total'] / 1e6:.3f} | {r['ulysses_over_halo_fp32']:.1f} |")
+    return lines + [""]
 
 
 if __name__ == "__main__":

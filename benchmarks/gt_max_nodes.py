@@ -23,15 +23,11 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from _common import device_name, machine  # noqa: E402
-from gt_attention import community_graph  # noqa: E402
-
-from graphtransformer.cluster import ClusterConfig  # noqa: E402
-from graphtransformer.flex import FlexConfig  # noqa: E402
-from graphtransformer.model import GraphTransformer, GraphTransformerConfig, attention_graph  # noqa: E402
+from benchmarks._common import device_name, machine, table_head
+from benchmarks.gt_attention import community_graph
+from graphtransformer.cluster import ClusterConfig
+from graphtransformer.flex import FlexConfig
+from graphtransformer.model import GraphTransformer, GraphTransformerConfig, attention_graph
 
 
 def _sync(device: str) -> None:
@@ -133,6 +129,26 @@ def main() -> None:
                 torch.cuda.empty_cache()
             if "error" in row:
                 break
+
+
+def render(res: dict) -> list[str]:
+    model = res.get("model", {})
+    lines = ["## Graph transformer: largest graph whose training step fits on one device", "",
+             f"File: `benchmarks/results/gt_max_nodes.json`; command: `{res.get('command', '')}`. Device: "
+             f"{res.get('device')} (torch {res.get('torch')}). Model: {model.get('layers')} layers of the named kind, "
+             f"hidden {model.get('hidden')}, {model.get('heads')} heads, FFN ratio {model.get('ffn_ratio')}, "
+             f"{model.get('features')} dense input features, {model.get('classes')} classes; one step = forward, "
+             "cross-entropy over all nodes, backward, Adam, fp32. Graph: the community graph of gt_attention "
+             "(average degree ~11 with self loops). Sizes stop at the first out-of-memory.", "",
+             *table_head("kind", "nodes", "edges", "step ms", "peak GPU GiB")]
+    for r in res.get("rows", []):
+        if "error" in r:
+            lines.append(f"| {r['kind']} | {r['num_nodes']} | - | {r['error']} | - |")
+        else:
+            lines.append(f"| {r['kind']} | {r['num_nodes']} | {r['num_edges']} | {r['step_ms']:.0f} | "
+                         f"{r['peak_mem_gib']:.1f} |")
+    largest = ", ".join(f"{k}: {v:,} nodes" for k, v in res.get("largest_trained", {}).items() if v)
+    return lines + ["", f"Largest that trains: {largest}.", ""]
 
 
 if __name__ == "__main__":

@@ -19,18 +19,14 @@ differ from CPU ones, so each group has its own ``base``). Side-by-side screens 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _common import RESULTS, device_name, load_json, machine, save_json  # noqa: E402
-from gt_accuracy import GT_CONFIG, _gt_seed, _stats, overrides_json, parse_overrides  # noqa: E402
+from benchmarks._common import RESULTS, device_name, load_json, machine, machine_line, pm, save_json, table_head
+from benchmarks.gt_accuracy import GT_CONFIG, gt_seed, overrides_json, parse_overrides, percent_stats
 
 
 def parse_variant(text: str) -> tuple[str, dict]:
@@ -44,10 +40,11 @@ def parse_variant(text: str) -> tuple[str, dict]:
 def run_variant(dataset: str, overrides: dict, seeds: list[int], device: str = "cpu") -> dict:
     cfg = replace(GT_CONFIG, **overrides)  # TrainConfig validates the values
     t0 = time.perf_counter()
-    records = [_gt_seed(dataset, seed, cfg, 1, device=device) for seed in seeds]
+    records = [gt_seed(dataset, seed, cfg, 1, device=device) for seed in seeds]
     return {"overrides": overrides_json(overrides),
             "config": asdict(cfg), "seeds": seeds,
-            "val_acc": _stats([r["val_acc"] for r in records]), "test_acc": _stats([r["test_acc"] for r in records]),
+            "val_acc": percent_stats([r["val_acc"] for r in records]),
+            "test_acc": percent_stats([r["test_acc"] for r in records]),
             "per_seed": [{"seed": r["seed"], "val_acc": r["val_acc"], "test_acc": r["test_acc"],
                           "epoch": r["epoch"]} for r in records],
             "seconds": time.perf_counter() - t0}
@@ -103,6 +100,25 @@ def main(argv=None) -> dict:
         result["machine"] = machine()
         save_json(args.out, result)
     return result
+
+
+def render(res: dict) -> list[str]:
+    lines = ["## Graph transformer configuration screen (validation accuracy, %)", "",
+             "File: `benchmarks/results/gt_screen.json`; each row names its command (`benchmarks/gt_screen.py`). "
+             "Variants of the default configuration (`gt_accuracy.GT_CONFIG`, row `base`) on the same seeds, one "
+             "thread each, sorted by mean validation accuracy, the selection criterion; test accuracy is shown, "
+             "never used to choose.", "",
+             *table_head("dataset", "variant", "overrides", "val acc", "val - base (pt)", "test acc",
+                         "selected epochs", "command")]
+    for name, variants in res.get("datasets", {}).items():
+        base = variants.get("base", {}).get("val_acc", {}).get("mean")
+        for key, v in sorted(variants.items(), key=lambda kv: -kv[1]["val_acc"]["mean"]):
+            over = ", ".join(f"{k}={val}" for k, val in v["overrides"].items()) or "-"
+            delta = f"{v['val_acc']['mean'] - base:+.2f}" if base is not None else "-"
+            epochs = " ".join(str(r["epoch"]) for r in v["per_seed"])
+            lines.append(f"| {name} | {key} | {over} | {pm(v['val_acc'])} | {delta} | {pm(v['test_acc'])} | "
+                         f"{epochs} | `{v['command']}` |")
+    return lines + ["", machine_line(res), ""]
 
 
 if __name__ == "__main__":

@@ -16,8 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without install
-
+from benchmarks._common import table_head
 from hw.config import ablation_variants, preset
 from hw.report import run_simulation
 from hw.workload import ORDERS, Workload, workload_from_export, workload_from_graph, workload_name
@@ -178,6 +177,37 @@ def main() -> None:
     args = p.parse_args()
     run(args.datasets, Path(args.out), "python benchmarks/hw_ablation.py " + " ".join(sys.argv[1:]), args.order)
     print(f"wrote {args.out}")
+
+
+def render(res: dict) -> list[str]:
+    paper = res.get("paper", {})
+    steps = ("degree_aware_bitmap", "adaptive_package", "condense_edge")
+    lines = ["## MEGA ablation in the cycle model (speedup x / DRAM reduction x per step)", "",
+             "File: `benchmarks/results/hw_ablation.json` (`python benchmarks/hw_ablation.py`; each row names its "
+             "command). Steps: FP32 -> degree-aware bits, plain bitmap -> + Adaptive-Package -> + Condense-Edge; "
+             "then MEGA (all steps) against the HyGCN-like and GCNAX-like presets.", "",
+             *table_head("workload", "bits", "node order", "degree-aware", "+ Adaptive-Package", "+ Condense-Edge",
+                         "MEGA vs FP32", "MEGA vs HyGCN-like", "MEGA vs GCNAX-like")]
+
+    def cell(d: dict | None) -> str:
+        return f"{d['speedup']:.2f} / {d['dram_reduction']:.2f}" if d else "-"
+
+    lines.append(f"| MEGA paper ({paper.get('source', '')}) | learned | METIS | "
+                 + " | ".join(cell(paper.get(k)) for k in steps) + " | - | "
+                 + cell(paper.get("headline_vs_hygcn")) + " | - |")
+    rules = set()
+    for name, d in res.get("datasets", {}).items():
+        st = d["steps"]
+        source = d.get("bits_source", "degree rule")
+        if source.startswith("degree"):
+            rules.add(source)
+            source = "degree rule"
+        lines.append(f"| {name} | {source} | {d.get('order', 'natural')} | "
+                     + " | ".join(cell(st.get(k)) for k in steps + ("mega_vs_fp32", "mega_vs_hygcn", "mega_vs_gcnax"))
+                     + " |")
+    lines += [""] + [f"Degree rule: {r.split(': ', 1)[-1]}." for r in sorted(rules) if ": " in r]
+    lines += ["", "Notes (figures read from the rows above):", ""] + [f"- {n}" for n in notes(res)] + [""]
+    return lines
 
 
 if __name__ == "__main__":

@@ -17,10 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without install
-
-from _common import machine  # noqa: E402
-
+from benchmarks._common import RESULTS, machine, table_head
 from hw.config import preset
 from hw.plots import plot_result
 from hw.report import run_simulation
@@ -49,6 +46,30 @@ def main() -> None:
            "load_average_1min": {"start": load_start, "end": os.getloadavg()[0]},
            "targets_s": {"coauthor-cs": 60, "1M edges": 600}}
     Path(args.out, "hw_sim.json").write_text(json.dumps(out, indent=1, default=float))
+
+
+def render(res: dict) -> list[str]:
+    load = res.get("load_average_1min", {})
+    lines = ["## Cycle-model speed (one core)", "",
+             f"File: `benchmarks/results/hw_sim.json`. Command: `{res.get('command', 'python benchmarks/hw_sim.py')}`"
+             f" (1-min load average {load.get('start', float('nan')):.1f} at the start). MEGA preset, 2-layer GCN "
+             "(F_in -> 128 -> 16), degree-rule bits; every run checks each layer's outputs bit for bit. Build = "
+             "workload construction (quantization and the float64 reference forward), timed apart from the "
+             "simulation. Targets: Coauthor CS <= 60 s, a 1M-edge graph <= 10 min.", "",
+             *table_head("graph", "nodes", "directed edges", "build s", "simulation s", "simulated cycles",
+                         "cycles / s", "edges / s", "DRAM MB", "functional check")]
+    for name, g in res.get("graphs", {}).items():
+        lines.append(f"| {name} | {g['num_nodes']:,} | {g['num_edges']:,} | {g['build_s']:.1f} | "
+                     f"{g['sim_wall_s']:.1f} | {g['total_cycles']:,.0f} | {g['sim_cycles_per_s']:,.0f} | "
+                     f"{g['sim_edges_per_s']:,.0f} | {g['dram_bytes'] / 1e6:.1f} | "
+                     f"{', '.join(g['functional_check'])} |")
+    lines += ["", "Per-engine bars of the plots: busy, input stall, output stall and idle cycles of each stage; "
+              "the decoder row sums the combination-side and the aggregation-side decoders (`hw/config.py`, "
+              "`num_decoders`), which work in parallel, so it can exceed the total.", ""]
+    for name in res.get("graphs", {}):  # the per-engine / DRAM plot of each graph, when the script wrote it
+        if (RESULTS / f"hw_sim_{name}.png").is_file():
+            lines += [f"![cycle model on {name}: engines and DRAM traffic](benchmarks/results/hw_sim_{name}.png)", ""]
+    return lines
 
 
 if __name__ == "__main__":

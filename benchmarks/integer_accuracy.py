@@ -6,8 +6,9 @@
 Per (dataset, model, method, target) and seed: train the quantized model with its preset and the grid's penalty
 weight (``gnn.trainer.train_one``, validation-selected weights) and evaluate the float32 fake-quant model; convert it
 to integers (``quant.archs.gcn.convert.to_quantized_gcn``, ``quant.archs.sage.convert.to_quantized_sage``,
-``quant.archs.gin.convert.to_quantized_gin`` or ``quant.archs.gat.convert.to_quantized_gat``, default fixed-point format) and
-run the integer path (``quant.archs.gcn.integer``, ``quant.archs.sage.integer``, ``quant.archs.gin.integer``, ``quant.archs.gat.integer``).
+``quant.archs.gin.convert.to_quantized_gin`` or ``quant.archs.gat.convert.to_quantized_gat``, default fixed-point
+format) and run the integer path (``quant.archs.gcn.integer``, ``quant.archs.sage.integer``,
+``quant.archs.gin.integer``, ``quant.archs.gat.integer``).
 GIN is trained with its MLP's hidden activation quantized (``--gin-hidden quantized``: ``quantize_mlp_hidden``, as
 A2Q's code) or, as the grid's GIN cells, without it (``--gin-hidden fixed``: the integer path carries the hidden
 activation in 16-bit fixed point, ``quant.archs.gin.convert``); the cell records which (``gin_hidden``).
@@ -23,26 +24,23 @@ import statistics
 import sys
 import time
 from dataclasses import replace
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np
+import torch
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from _common import load_results, machine, save_results  # noqa: E402
-
-from gnn.data.loaders import load_dataset  # noqa: E402
-from gnn.models import build_model  # noqa: E402
-from gnn.presets import model_and_train_config  # noqa: E402
-from gnn.trainer import seed_everything, train_one  # noqa: E402
-from quant.archs.gcn.convert import to_quantized_gcn  # noqa: F401
-from quant.archs.gat.convert import to_quantized_gat  # noqa: E402
-from quant.archs.gin.convert import to_quantized_gin  # noqa: E402
-from quant.archs.sage.convert import to_quantized_sage  # noqa: E402
-from quant.archs.gat.integer import gat_forward_int  # noqa: E402
-from quant.archs.gin.integer import gin_forward_int  # noqa: E402
-from quant.archs.gcn.integer import gcn_forward_int  # noqa: F401
-from quant.archs.sage.integer import sage_forward_int  # noqa: E402
+from benchmarks._common import load_results, machine, machine_line, pm, save_results, table_head
+from gnn.data.loaders import load_dataset
+from gnn.models import build_model
+from gnn.presets import model_and_train_config
+from gnn.trainer import seed_everything, train_one
+from quant.archs.gat.convert import to_quantized_gat
+from quant.archs.gat.integer import gat_forward_int
+from quant.archs.gcn.convert import to_quantized_gcn
+from quant.archs.gcn.integer import gcn_forward_int
+from quant.archs.gin.convert import to_quantized_gin
+from quant.archs.gin.integer import gin_forward_int
+from quant.archs.sage.convert import to_quantized_sage
+from quant.archs.sage.integer import sage_forward_int
 
 NAME = "integer_accuracy"
 INTEGER_PATHS = {"gcn": (to_quantized_gcn, gcn_forward_int), "sage": (to_quantized_sage, sage_forward_int),
@@ -161,6 +159,31 @@ def main(argv: list[str] | None = None) -> dict:
     out = {"command": command, "cells": cells, "target_gap_pt": TARGET_GAP_PT, "machine": machine()}
     print(f"wrote {save_results(NAME, out)}")
     return out
+
+
+def render(res: dict) -> list[str]:
+    """Integer golden models against the fake-quant models they come from (``benchmarks/integer_accuracy.py``)."""
+    lines = ["## Integer path against fake-quant (test accuracy, %)", "",
+             f"File: `benchmarks/results/integer_accuracy.json`; commands in the last column. Per seed the trained "
+             f"(validation-selected) quantized model is evaluated in float32 fake-quant and through its integer golden "
+             f"model (GCN: `quant.archs.gcn.integer`, GraphSAGE: `quant.archs.sage.integer`, "
+             f"GIN: `quant.archs.gin.integer`, "
+             f"trained with its MLP's hidden activation quantized (`gin (quantized hidden)`, A2Q's code) or without "
+             f"it as the grid's GIN cells (`gin (16-bit hidden)`: the integer path carries the hidden activation in "
+             f"16-bit fixed point), GAT: `quant.archs.gat.integer`; frac_bits 14 (GAT 20), 32-bit partial sums); "
+             f"delta = integer - fake-quant, mean +- std over seeds (target: within "
+             f"{res.get('target_gap_pt', 0.3)} pt).", "",
+             *table_head("dataset", "model", "method", "target bits", "seeds", "avg bits", "fake-quant", "integer",
+                         "delta (pt)", "max abs delta (pt)", "min prediction agreement", "command")]
+    for c in res.get("cells", []):
+        model = c["model"]
+        if model == "gin":  # cells written before gin_hidden existed were trained with the hidden quantizer
+            model += " (16-bit hidden)" if c.get("gin_hidden") == "fixed" else " (quantized hidden)"
+        lines.append(f"| {c['dataset']} | {model} | {c['method']} | {c['target_bits']:g} | {c['seeds']} | "
+                     f"{c['avg_bits']['mean']:.2f} | {pm(c['test_acc_fake_quant'])} | {pm(c['test_acc_integer'])} | "
+                     f"{c['delta_pt']['mean']:+.2f} +- {c['delta_pt']['std']:.2f} | {c['max_abs_delta_pt']:.2f} | "
+                     f"{100 * c['prediction_agreement_min']:.2f} % | `{c.get('command', '')}` |")
+    return lines + ["", machine_line(res), ""]
 
 
 if __name__ == "__main__":

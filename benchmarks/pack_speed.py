@@ -1,4 +1,5 @@
-"""Throughput of quant.formats.packing (pack_rows / unpack_rows) and quant.formats.adaptive_package per bitwidth, one core.
+"""Throughput of quant.formats.packing (pack_rows / unpack_rows) and quant.formats.adaptive_package per bitwidth,
+one core.
 
 MB/s counts the int8 code bytes (N * F) processed per second (best of ``--repeats``); the issue's target is
 >= 100 MB/s for pack and unpack on one CPU core. The codecs are NumPy (single-threaded); torch is pinned to
@@ -14,16 +15,13 @@ import argparse
 import os
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np
+import torch
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from _common import RESULTS, machine, save_results  # noqa: E402
-
-from quant.formats.adaptive_package import decode, encode  # noqa: E402
-from quant.formats.packing import code_range, pack_rows, unpack_rows  # noqa: E402
+from benchmarks._common import RESULTS, machine, machine_line, save_results, table_head
+from quant.formats.adaptive_package import decode, encode
+from quant.formats.packing import code_range, pack_rows, unpack_rows
 
 TARGET_MB_PER_S = 100.0  # issue 3: pack and unpack >= 100 MB/s of codes on one CPU core
 
@@ -98,6 +96,33 @@ def main() -> None:
         "command": "python benchmarks/pack_speed.py " + " ".join(sys.argv[1:]), "results": rows,
     }
     print(f"wrote {save_results('pack_speed', result)} (results dir {RESULTS})")
+
+
+def render(res: dict) -> list[str]:
+    target = res.get("target_mb_per_s", 100.0)
+    m = res.get("machine", {})
+    lines = ["## Bit-packing and Adaptive-Package codec throughput", "",
+             f"Command: `{res.get('command', 'python benchmarks/pack_speed.py')}` (file: "
+             "`benchmarks/results/pack_speed.json`). MB/s of int8 codes processed per second, best of "
+             f"{res.get('repeats')} repeats: `quant.formats.packing` on {res.get('nodes')} rows x "
+             f"{res.get('features')} codes, the Adaptive-Package codec (`quant.formats.adaptive_package`) on the "
+             f"first {res.get('ap_nodes')} rows at half "
+             "density. `mixed`: per-row bitwidths uniform in 0..8. Packed bytes: the payload (1-bit rows are all "
+             "zero and store nothing).", "",
+             *table_head("bits", "pack MB/s", "unpack MB/s", "packed bytes", "AP encode MB/s", "AP decode MB/s",
+                         "AP bytes")]
+    rows = res.get("results", [])
+    for r in rows:
+        lines.append(f"| {r['bits']} | {r['pack_mb_per_s']:.0f} | {r['unpack_mb_per_s']:.0f} | "
+                     f"{r['packed_bytes']:,} | {r['ap_encode_mb_per_s']:.0f} | {r['ap_decode_mb_per_s']:.0f} | "
+                     f"{r['ap_total_bytes']:,} |")
+    if rows:
+        slowest = min(min(r["pack_mb_per_s"], r["unpack_mb_per_s"]) for r in rows)
+        verdict = "met" if slowest >= target else "missed"
+        lines += ["", f"Slowest pack or unpack: {slowest:.0f} MB/s (target >= {target:.0f} MB/s on one core: "
+                      f"{verdict}). Torch threads {m.get('threads')} of {m.get('cpu_count')} cores; 1-min load "
+                      f"average {res.get('load_average_1min', {}).get('start', float('nan')):.1f} at the start."]
+    return lines + ["", machine_line(res, sort_keys=True), ""]
 
 
 if __name__ == "__main__":

@@ -15,19 +15,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without install
+import numpy as np
+import torch
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from _common import RESULTS, machine  # noqa: E402
-
-from gnn.data.loaders import load_dataset  # noqa: E402
-from gnn.experiment import run_experiment  # noqa: E402
-from gnn.presets import describe, model_and_train_config, with_overrides  # noqa: E402
+from benchmarks._common import QUANT_GRID_NODE, RESULTS, machine, pm, table_head
+from gnn.data.loaders import load_dataset
+from gnn.experiment import run_experiment
+from gnn.presets import describe, model_and_train_config, with_overrides
 
 PATH = RESULTS / "quant_defaults.json"
 GOAL_GAP_PT = {"cora": 1.0}  # every other dataset: DEFAULT_GOAL_GAP_PT
@@ -103,6 +99,25 @@ def main(argv: list[str] | None = None) -> None:
                   f"{cell['quant']['test_acc']['mean']:.2f} at {cell['quant']['avg_bits']['mean']:.2f} bits "
                   f"(gap {cell['gap_pt']:+.2f} pt, goal -{cell['goal_gap_pt']}): "
                   f"{'met' if cell['met'] else 'MISSED'}", flush=True)
+
+
+def render(res: dict) -> list[str]:
+    lines = ["## Quantization defaults: the plain command against FP32 (validation-selected test accuracy, %)", "",
+             "File: `benchmarks/results/quant_defaults.json` (`python benchmarks/quant_defaults.py`). Each row is "
+             "what a user gets from the command shown, with the preset of `gnn/presets.py` and nothing else set, "
+             "against the plain FP32 command on the same seeds. " + res.get("note", "") + ".", "",
+             *table_head("dataset", "model", "seeds", "FP32", "quantized", "avg bits (no sign)", "gap (pt)",
+                         "goal (pt)", "met", "command")]
+    presets = {}
+    for c in sorted(res.get("cells", []), key=lambda c: (QUANT_GRID_NODE[0].index(c["dataset"])
+                                                         if c["dataset"] in QUANT_GRID_NODE[0] else 99, c["model"])):
+        q, f = c["quant"], c["fp32"]
+        lines.append(f"| {c['dataset']} | {c['model']} | {len(c['seeds'])} | {pm(f['test_acc'])} | "
+                     f"{pm(q['test_acc'])} | {q['avg_bits']['mean']:.2f} (target {c['target_bits']:g}) | "
+                     f"{c['gap_pt']:+.2f} | -{c['goal_gap_pt']:g} | {'yes' if c['met'] else '**no**'} | "
+                     f"`{c['command']}` |")
+        presets[q["preset"]] = True
+    return lines + ["", "Presets in force:", ""] + [f"- {p}" for p in presets] + [""]
 
 
 if __name__ == "__main__":

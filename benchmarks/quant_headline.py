@@ -1,12 +1,12 @@
 """The issue's A2Q headline (Cora GCN at a 1.7-bit target, within 1 pt of FP32) and the bits-accuracy curve of its
 selected recipe, picked from quantization-table cells (``benchmarks/results/quant_table.json``).
 
-Selection logic only: `make_results` renders the tables, `quant_table.plot` draws the curve.
+Selection logic and its two RESULTS.md tables (part of `quant_table.render`); `quant_table.plot` draws the curve.
 """
 
 from __future__ import annotations
 
-from _common import QUANTIZED_ONLY_FIELDS, quant_training_key
+from benchmarks._common import QUANTIZED_ONLY_FIELDS, pm, quant_training_key, table_head
 
 HEADLINE_GAP_PT = -1.0  # the issue: A2Q GCN on Cora at <= 1.7 bits, at most 1.0 pt under our FP32
 HEADLINE_TARGET_BITS = 1.7
@@ -70,3 +70,73 @@ def fewest_bits_within_gap(rows: list[dict]) -> dict | None:
     """The row with the fewest average bits whose test mean is within ``HEADLINE_GAP_PT`` of FP32 (None if none)."""
     ok = [r for r in rows if r["gap"] >= HEADLINE_GAP_PT]
     return min(ok, key=lambda r: r["cell"]["avg_bits"]["mean"], default=None)
+
+
+def training_text(c: dict) -> str:
+    """How a quantization-table cell trained, e.g. '10 seeds, 1000 epochs, dropout 0.35, wd 0.0005, hidden 64'."""
+    return (f"{c['runs']}, " if "runs" in c else "") + f"{c.get('epochs', '-')} epochs" + "".join(
+        f", {label} {c[key]:g}" for key, label in (("dropout", "dropout"), ("weight_decay", "wd")) if key in c) \
+        + (f", {c['features']} features" if "features" in c else "") \
+        + (f", hidden {c['hidden_dim']}" if "hidden_dim" in c else "") \
+        + (f", after {c['fp32_warmup_epochs']} FP32 warm-up epochs" if "fp32_warmup_epochs" in c else "") \
+        + "".join(f", {label} {c[key]}-bit" for key, label in (("weight_bits", "weights"), ("xw_bits", "XW"))
+                  if key in c) \
+        + (f", {c['device']}" if "device" in c else "")
+
+
+def render_headline(cells: list[dict]) -> list[str]:
+    """The issue's headline (A2Q GCN, Cora, <= 1.7 bits, within 1 pt of FP32), selected on validation."""
+    rows, selected = a2q_headline(cells)
+    if not rows:
+        return []
+    lines = ["A2Q headline, Cora GCN at a 1.7-bit target: every A2Q run against the FP32 run of the same training "
+             "(same seeds); the configuration is chosen on mean validation accuracy (marked), never on test:", "",
+             *table_head("training", "penalty a", "val acc", "test acc", "avg bits (no sign)", "runs within budget",
+                         "FP32 test (same training)", "gap (pt)", "selected")]
+
+    def order(r: dict) -> tuple:  # runs within the budget first, then by gap; rows without an FP32 last
+        c = r["cell"]
+        return (c.get("runs_within_bit_budget") != c["test_acc"]["n"], r["gap"] is None, -(r["gap"] or 0.0))
+
+    for r in sorted(rows, key=order):
+        c = r["cell"]
+        lines.append(f"| {training_text(c)} | {c.get('penalty_weight', '-')} | "
+                     f"{pm(c['val_acc']) if 'val_acc' in c else '-'} | {pm(c['test_acc'])} | "
+                     f"{c['avg_bits']['mean']:.2f} | {c.get('runs_within_bit_budget', '-')} / {c['test_acc']['n']} | "
+                     f"{pm(r['fp32']['test_acc']) if r['fp32'] else 'not run'} | "
+                     f"{'-' if r['gap'] is None else format(r['gap'], '+.2f')} | "
+                     f"{'**selected**' if r is selected else ''} |")
+    if selected is not None:
+        met = "met" if selected["gap"] >= HEADLINE_GAP_PT else "missed"
+        c = selected["cell"]
+        lines += ["", f"Selected on validation: {pm(c['test_acc'])} at {c['avg_bits']['mean']:.2f} bits, "
+                  f"{selected['gap']:+.2f} pt against its FP32 (target >= {HEADLINE_GAP_PT:+.1f} pt): {met}. A run "
+                  "is eligible when every seed's selected epoch kept the bit budget and its validation accuracy "
+                  "was recorded (the oldest runs predate that); `-` = no FP32 run of that training."]
+    return lines + [""]
+
+
+def render_pareto(cells: list[dict]) -> list[str]:
+    """The selected headline recipe at every target: where the learned-bit methods meet FP32 within 1 pt."""
+    fp32, rows = a2q_pareto(cells)
+    if len(rows) < 2:
+        return []
+    recipe = training_text(a2q_headline(cells)[1]["cell"])  # the quantized run's: its weight / XW bits too
+    lines = [f"Bits against accuracy of the selected recipe ({recipe}, penalty a = "
+             f"{rows[0]['cell'].get('penalty_weight')}), every target: Cora GCN, validation-selected test accuracy "
+             f"against the FP32 run of that training ({pm(fp32['test_acc'])}); plot "
+             "`quant_pareto_cora_gcn.png`:", "",
+             *table_head("method", "target bits", "avg bits (no sign)", "val acc", "test acc", "gap (pt)",
+                         "within 1 pt")]
+    for r in rows:
+        c = r["cell"]
+        lines.append(f"| {c['method']} | {c['target_bits']:g} | {c['avg_bits']['mean']:.2f} | "
+                     f"{pm(c['val_acc']) if 'val_acc' in c else '-'} | {pm(c['test_acc'])} | {r['gap']:+.2f} | "
+                     f"{'yes' if r['gap'] >= HEADLINE_GAP_PT else 'no'} |")
+    for method in sorted({r["cell"]["method"] for r in rows}):
+        best = fewest_bits_within_gap([r for r in rows if r["cell"]["method"] == method])
+        lines += ["", f"{method}: " + ("no target of this recipe comes within 1 pt of FP32." if best is None else
+                  f"the fewest bits whose run tests within 1 pt of FP32 are {best['cell']['avg_bits']['mean']:.2f} "
+                  f"(target {best['cell']['target_bits']:g}, {best['gap']:+.2f} pt).")]
+    return lines + ["", "The curve describes test accuracy per target; it selects nothing (the headline above is "
+                    "chosen on validation among the 1.7-bit runs).", ""]

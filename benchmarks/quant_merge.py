@@ -16,13 +16,10 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import quant_table  # noqa: E402
+from benchmarks import quant_table
 
 
 def merged_command(command: str, cells: list[dict]) -> str:

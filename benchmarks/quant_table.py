@@ -28,14 +28,29 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without install
-
 import numpy as np
 import torch
-from _common import QUANT_GRID_GRAPH, QUANT_GRID_NODE, device_name, preset_grid, quant_training_key  # noqa: E402  (benchmarks/ is on the path: scripts run from it)
-from quant_headline import HEADLINE_GAP_PT, HEADLINE_TARGET_BITS, a2q_pareto  # noqa: E402
-from quant_headline import LEARNED_METHODS as LEARNED  # noqa: E402
 
+from benchmarks._common import (
+    QUANT_GRID_COLUMNS,
+    QUANT_GRID_GRAPH,
+    QUANT_GRID_NODE,
+    command_list,
+    device_name,
+    pm,
+    preset_grid,
+    quant_training_key,
+    table_head,
+)
+from benchmarks.quant_headline import (
+    HEADLINE_GAP_PT,
+    HEADLINE_TARGET_BITS,
+    a2q_pareto,
+    render_headline,
+    render_pareto,
+    training_text,
+)
+from benchmarks.quant_headline import LEARNED_METHODS as LEARNED
 from gnn.data.loaders import load_dataset
 from gnn.data.registry import FEATURE_PREPROCESSING
 from gnn.experiment import run_jobs
@@ -307,6 +322,98 @@ def _write(path: Path, command: str, seeds, t0: float, cells: list[dict], previo
         out["plots"] = plot(cells, path.parent)
     path.write_text(json.dumps(out, indent=2))
     return out
+
+
+def _live_commands(res: dict) -> list[str]:
+    """The file's commands that still own a cell, in their recorded order (cells without a command keep all)."""
+    commands = res.get("commands", [res.get("command", "")])
+    owners = {c.get("command") for c in res.get("cells", [])}
+    return commands if None in owners else [c for c in commands if c in owners]
+
+
+# quant_table.json is written by this script and by quant_merge.py (which folds in cells run elsewhere, e.g. on a lent
+# GPU); its section renders here, the A2Q headline tables in quant_headline.
+def render(res: dict) -> list[str]:
+    listed, listing = command_list(_live_commands(res))
+    lines = ["## Quantization (validation-selected test accuracy, %)", "",
+             "File: `benchmarks/results/quant_table.json`; commands (those whose cells are still in the file; a "
+             "cell rerun under another command replaces the old one): " + listed + ".", *listing,
+             "", res.get("note", ""), "", *render_grid(res.get("cells", [])),
+             *render_headline(res.get("cells", [])), *render_pareto(res.get("cells", [])),
+             "Every cell, including the tuning runs of the A2Q headline (Cora GCN at 1.7 bits):", "",
+             *table_head("dataset", "model", "method", "training", "target bits", "penalty a", "test acc", "val acc",
+                         "max test over epochs (A2Q-code style, not the headline)", "avg bits (no sign)",
+                         "avg bits (with sign)", "32/bits", "runs within budget")]
+    for c in res.get("cells", []):
+        bits = c.get("avg_bits")
+        training = training_text(c)
+        val = pm(c["val_acc"]) if "val_acc" in c else "-"
+        lines.append(
+            f"| {c['dataset']} | {c['model']} | {c['method']} | {training} | {c.get('target_bits') or '-'} | "
+            f"{c.get('penalty_weight', '-')} | {pm(c['test_acc'])} | {val} | {pm(c['max_test_acc_over_epochs'])} | "
+            f"{bits['mean']:.3f} | {c['avg_bits_with_sign']['mean']:.3f} | {c['compression']:.1f} | "
+            f"{c.get('runs_within_bit_budget', '-')} |" if bits else
+            f"| {c['dataset']} | {c['model']} | {c['method']} | {training} | - | - | {pm(c['test_acc'])} | {val} | "
+            f"{pm(c['max_test_acc_over_epochs'])} | 32 | 32 | 1.0 | - |")
+    lines += ["", "All-in compression (every feature tensor, weights, metadata and adjacency) of each learned-bit "
+              "cell: the table \"All-in compression of the quantization grid\" (seed 0's export).", "",
+              "Training time against FP32: see the quantization speed tables, `quant_speed.json` (Cora and "
+              "Coauthor CS GCN, 20 repeats) and `quant_speed_grid.json` (every dataset and model of the grid, a few "
+              "steps each); the cells above ran beside other jobs.", "", *render_gpu_time(res.get("cells", [])),
+              "GAT at low targets: GAT's per-node learned tensors (the linear transform's output, and the post-ELU "
+              "input of layer 2) are signed, so a node at the 1-bit floor has qmax = 2^0 - 1 = 0 and is stored as "
+              "all zeros, and its straight-through gradient is masked off. GCN, GIN and SAGE learn bits on post-ReLU "
+              "tensors, where 1 reported bit still keeps {0, s}. At the 1.7-bit target the GAT runs fall to the "
+              "floor and predict one class; a weaker penalty (a = 3) and a 2.5-bit target are in the cell list above.",
+              "",
+              "GAT's signed rows count their sign bit: A2Q's `analysis_bit` would report each of them one bit lower "
+              "(`quant/qat/config.py`).", "",
+              "Plots (`benchmarks/results/`):", ""]
+    captions = {"quant_acc_vs_bits.png": "test accuracy against average bits, one panel per dataset",
+                "quant_bits_vs_degree.png": "learned bits against in-degree (seed 0)",
+                "quant_pareto_cora_gcn.png": "the A2Q headline recipe at every target"}
+    for name in (Path(f).name for f in res.get("plots", [])):
+        lines += [f"![{captions.get(name, name)}](benchmarks/results/{name})", ""]
+    return lines
+
+
+def render_grid(cells: list[dict]) -> list[str]:
+    """The issue's table as a matrix: one row per (dataset, model), one column per method; empty = not run yet."""
+    grid = preset_grid(cells)
+    head = ["FP32", "DQ-INT8", "DQ-INT4", "A2Q t4", "A2Q t1.7", "degree-aware t4", "degree-aware t1.7"]
+    lines = ["Preset grid (each model's preset training, penalty a = 25; cell = test acc mean +- std @ average "
+             "feature bits without sign; `not run` = still missing):", "",
+             *table_head("dataset", "model", "runs", *head)]
+    for datasets, models in (QUANT_GRID_NODE, QUANT_GRID_GRAPH):
+        for ds in datasets:
+            for model in models:
+                row = [grid.get((ds, model, m, t)) for m, t in QUANT_GRID_COLUMNS]
+                runs = next((c["runs"] for c in row if c and "runs" in c), "10 folds" if ds in QUANT_GRID_GRAPH[0]
+                            else "10 seeds")
+                devices = sorted({c.get("device", "cpu") for c in row if c})
+                if devices and devices != ["cpu"]:
+                    runs += ", " + " / ".join(devices)  # a row (or part of it) trained on a lent GPU
+                text = ["not run" if c is None else pm(c["test_acc"]) + (
+                    f" @ {c['avg_bits']['mean']:.2f}" if c.get("avg_bits") else "") for c in row]
+                lines.append(f"| {ds} | {model} | {runs} | " + " | ".join(text) + " |")
+    return lines + [""]
+
+
+def render_gpu_time(cells: list[dict]) -> list[str]:
+    """Time per epoch against the FP32 cell of the same GPU command (cells that trained one after another)."""
+    gpu = [c for c in cells if c.get("device") and c.get("time_per_epoch_vs_fp32")]
+    if not gpu:
+        return []
+    shared = sorted({c["shared_device_with"] for c in gpu if c.get("shared_device_with")})
+    lines = ["On the GPU (cells of one command ran one after another, so their times compare): ms per epoch and "
+             "time against the FP32 cell of the same command." + "".join(f" Shared with {s}." for s in shared), "",
+             *table_head("dataset", "model", "device", "method", "target bits", "ms / epoch", "x FP32")]
+    for c in gpu:
+        lines.append(f"| {c['dataset']} | {c['model']} | {c['device']} | {c['method']} | {c.get('target_bits') or '-'} "
+                     f"| {c['ms_per_epoch']:.1f} | {c['time_per_epoch_vs_fp32']:.2f} |")
+    return lines + ["", "A full-batch FP32 GCN epoch takes a few ms on the GPU, so the quantizers' per-call work "
+                    "(Degree-Quant: two order statistics of every quantized tensor per training step) weighs far more "
+                    "than on the CPU.", ""]
 
 
 if __name__ == "__main__":

@@ -25,14 +25,11 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _common import machine  # noqa: E402
-
-from hw.rtl.sim import locate  # noqa: E402
-from hw.rtl.tile import check_tile, cut_tile, pick_rows, simulate_tile  # noqa: E402
-from hw.timing import OUTPUT_STAGE_LATENCY_CYCLES, aggregation_cycles, combination_cycles  # noqa: E402
-from quant.archs.gcn.integer import gcn_graph  # noqa: F401
+from benchmarks._common import machine, machine_line, table_head
+from hw.rtl.sim import locate
+from hw.rtl.tile import check_tile, cut_tile, pick_rows, simulate_tile
+from hw.timing import OUTPUT_STAGE_LATENCY_CYCLES, aggregation_cycles, combination_cycles
+from quant.archs.gcn.integer import gcn_graph
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CLOCK_NS = 10
@@ -141,6 +138,48 @@ def main(argv: list[str] | None = None) -> Path:
     Path(args.out).write_text(json.dumps(out, indent=1))
     print(f"wrote {args.out}")
     return Path(args.out)
+
+
+def render(res: dict) -> list[str]:
+    export = res.get("export", "")
+    lines = ["## RTL: simulated tiles against the cycle model, and simulator speed", "",
+             f"Command: `python benchmarks/rtl_sim.py --export {export}` (file: `benchmarks/results/rtl_sim.json`), "
+             f"export `{export}` (layer {res.get('layer')}). Per tile cut from the export: the RTL's cycles (cocotb) "
+             "against `hw.timing`'s, total and per phase, and whether the RTL output equals the integer golden "
+             "model bit for bit.", "",
+             *table_head("simulator", "tile", "rows", "local nodes", "packages", "edges", "bit-exact", "RTL cycles",
+                         "model cycles", "combination RTL / model", "aggregation + output RTL / model")]
+    for c in res.get("cycles", []):
+        lines.append(f"| {c['simulator']} | {c['tile']} | {c['rows']} | {c['local_nodes']} | {c['packages']} | "
+                     f"{c['edges']} | {'yes' if c['bit_exact'] else 'NO'} | {c['rtl_total']} | {c['model_total']} | "
+                     f"{c['rtl_combination']} / {c['model_combination']} | "
+                     f"{c['rtl_aggregation_output']} / {c['model_aggregation_output']} |")
+    lines += ["", *table_head("simulator", "tile rows", "simulated cycles / s", "wall s per run",
+                              "first run incl. build (s)")]
+    for sim, s in res.get("speed", {}).items():
+        lines.append(f"| {sim} | {s['tile_rows']} | {s['sim_cycles_per_s']:,} | {s['real_s']:.3f} | "
+                     f"{s['first_run_with_build_s']:.1f} |")
+    if res.get("unavailable"):
+        lines += ["", f"Unavailable: {json.dumps(res['unavailable'])}"]
+    return lines + ["", machine_line(res, sort_keys=True), ""]
+
+
+# rtl_cells.json is written by `python -m hw.rtl.synth` (no script in benchmarks/); its table sits here,
+# beside the RTL simulation's.
+def _params_text(params: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in params.items()) or "-"
+
+
+def render_rtl_cells(res: dict) -> list[str]:
+    lines = ["## RTL: Yosys cells per module", "",
+             f"Command: `python -m hw.rtl.synth` (file: `benchmarks/results/rtl_cells.json`); tool {res.get('tool')}, "
+             f"flow `{res.get('flow')}`. {res.get('note', '')}", "",
+             *table_head("module", "parameters", "cells", "relative area (NAND2 eq.)", "synthesis s")]
+    for name, configs in res.get("modules", {}).items():
+        for c in configs:
+            lines.append(f"| {name} | {_params_text(c['params'])} | {c['cells']:,} | {c['rel_area']:,.0f} | "
+                         f"{c['seconds']:.1f} |")
+    return lines + [""]
 
 
 if __name__ == "__main__":

@@ -14,22 +14,16 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import sys
 import time
 from datetime import timedelta
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from _common import machine, save_results  # noqa: E402
-
-from distributed.launch import free_port  # noqa: E402
-from distributed.teardown import exit_process, finish_process_groups  # noqa: E402
+from benchmarks._common import machine, save_results, table_head
+from distributed.launch import free_port
+from distributed.teardown import exit_process, finish_process_groups
 
 MODES = ("plain", "teardown", "teardown-nowait")
 HELD = []
@@ -84,6 +78,18 @@ def main() -> None:
     save_results("teardown_race", {"rows": rows, "rounds": args.rounds, "seconds": time.perf_counter() - start,
                                    "command": f"python benchmarks/teardown_race.py --runs {args.runs} "
                                               f"--rounds {args.rounds}", "machine": machine()})
+
+
+def render(res: dict) -> list[str]:
+    lines = ["## Rank exit: runs with a dead rank, old exit pattern against `distributed.teardown`", "",
+             "File: `benchmarks/results/teardown_race.json`, `" + res.get("command", "") + "`. Two gloo ranks leave "
+             f"{res.get('rounds')} all-reduces in flight with their group held past `destroy_process_group()` (as "
+             "FSDP2's DeviceMesh does) and exit; `plain` returns into interpreter shutdown.", "",
+             *table_head("exit", "runs", "runs with a dead rank", "signals")]
+    for r in res.get("rows", []):
+        sig = ", ".join(f"{k} x{v}" for k, v in sorted(r["signals"].items())) or "-"
+        lines.append(f"| {r['mode']} | {r['runs']} | {r['runs_with_a_dead_rank']} | {sig} |")
+    return lines + [""]
 
 
 if __name__ == "__main__":

@@ -13,19 +13,16 @@ import argparse
 import statistics
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import torch
+import torch.nn.functional as F
+import torch_geometric.nn as pygnn
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-import torch_geometric.nn as pygnn  # noqa: E402
-from _common import load_results, machine, save_results  # noqa: E402
-
-from gnn.data.loaders import load_dataset  # noqa: E402
-from gnn.models import build_model, dropout  # noqa: E402
-from gnn.presets import model_and_train_config  # noqa: E402
-from gnn.trainer import wants_sparse_input  # noqa: E402
+from benchmarks._common import load_results, machine, machine_line, save_results, table_head
+from gnn.data.loaders import load_dataset
+from gnn.models import build_model, dropout
+from gnn.presets import model_and_train_config
+from gnn.trainer import wants_sparse_input
 
 
 class PygTwoLayer(torch.nn.Module):
@@ -95,6 +92,20 @@ def main() -> None:
             print(f"{name:<14}{arch:<5} ours {case['ours_ms']:9.2f} ms  pyg {case['pyg_ms']:9.2f} ms  "
                   f"ratio {case['ratio']:.3f}", flush=True)
     print(f"written to {save_results('train_speed', out)}")
+
+
+def render(res: dict) -> list[str]:
+    lines = ["## Training speed against PyG's own layers", "",
+             "Command: `python benchmarks/train_speed.py` (file: `benchmarks/results/train_speed.json`). "
+             "Median ms per training step (forward, loss, backward, Adam) over repeats that alternate ours and "
+             "PyG's in one process; ratio = ours / PyG (target <= 1.1).", "",
+             *table_head("case", "ours (ms)", "PyG (ms)", "ratio", "sparse input", "repeats x steps", "command")]
+    for key, c in res.get("cases", {}).items():
+        lines.append(f"| {key} | {c['ours_ms']:.2f} | {c['pyg_ms']:.2f} | {c['ratio']:.3f} | {c['sparse_input']} | "
+                     f"{c.get('repeats', res.get('repeats'))} x {c.get('steps', res.get('steps'))} | "
+                     f"`{c.get('command', 'python benchmarks/train_speed.py')}` |")
+    lines += ["", machine_line(res), ""]
+    return lines
 
 
 if __name__ == "__main__":

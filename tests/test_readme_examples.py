@@ -4,7 +4,6 @@ Also the documentation's shape: README.md stays one page and every relative link
 points at a file (and heading) that exists.
 """
 
-import importlib.util
 import re
 import subprocess
 import sys
@@ -12,13 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks import readme_examples as rx
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = REPO_ROOT / "benchmarks" / "readme_examples.py"
-
-_spec = importlib.util.spec_from_file_location("readme_examples", SCRIPT)
-rx = importlib.util.module_from_spec(_spec)
-sys.modules["readme_examples"] = rx  # dataclasses resolve their module through sys.modules
-_spec.loader.exec_module(rx)
 
 DOC = """# Title
 

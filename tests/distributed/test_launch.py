@@ -70,11 +70,10 @@ def test_run_rank_main_exits_with_pythons_status(body, code, stderr):
 
 
 def test_teardown_race_table_shows_every_mode():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import make_results
+    from benchmarks import teardown_race
 
     res = {"command": "python benchmarks/teardown_race.py --runs 4 --rounds 50", "rounds": 50,
            "rows": [{"mode": "plain", "runs": 4, "runs_with_a_dead_rank": 3, "signals": {"SIGABRT": 3}},
                     {"mode": "teardown", "runs": 4, "runs_with_a_dead_rank": 0, "signals": {}}]}
-    lines = make_results.render_teardown_race(res)
+    lines = teardown_race.render(res)
     assert "| plain | 4 | 3 | SIGABRT x3 |" in lines and "| teardown | 4 | 0 | - |" in lines

@@ -2,14 +2,14 @@
 
 import json
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-
-from gt_screen import main, merge_screens, parse_variant, run_variant  # noqa: E402
+from benchmarks import _common, gt_accuracy
+from benchmarks.gt_accuracy import render as render_gt_accuracy
+from benchmarks.gt_accuracy import store_entry
+from benchmarks.gt_screen import main, merge_screens, parse_variant, run_variant
 
 
 def test_variant_overrides_are_typed_like_the_config():
@@ -69,13 +69,10 @@ def test_merge_refuses_foreign_files_and_mixed_modes(tmp_path):
 def test_stopped_accuracy_run_keeps_its_finished_seeds(monkeypatch):
     """gt_accuracy.run_gt hands every partial row to on_seed, so a run killed at a lease's time limit keeps the seeds
     it finished; RESULTS marks such a row as stopped."""
-    import gt_accuracy
-    from make_results import render_gt_accuracy
-
     def fake_seed(name, seed, cfg, threads, qcfg=None, device="cpu"):
         return {"seed": seed, "test_acc": 0.5 + seed / 10, "val_acc": 0.6, "seconds": 1.0, "epoch": 3}
 
-    monkeypatch.setattr(gt_accuracy, "_gt_seed", fake_seed)
+    monkeypatch.setattr(gt_accuracy, "gt_seed", fake_seed)
     partial = []
     full = gt_accuracy.run_gt("cora", [0, 1, 2], gt_accuracy.GT_CONFIG, 1, 1, on_seed=partial.append)
     assert [p["test_acc"]["n"] for p in partial] == [1, 2] and not any(p["complete"] for p in partial)
@@ -88,8 +85,6 @@ def test_stopped_accuracy_run_keeps_its_finished_seeds(monkeypatch):
 
 
 def test_partial_accuracy_run_never_replaces_a_finished_row():
-    from gt_accuracy import store_entry
-
     done = {"complete": True, "test_acc": {"mean": 80.0}}
     old_done = {"test_acc": {"mean": 79.0}}  # rows written before the flag existed are finished runs
     part = {"complete": False, "test_acc": {"mean": 70.0}}
@@ -105,8 +100,6 @@ def test_accuracy_rows_name_config_differences_including_fields_older_rows_lack(
     """A row written before a configuration field existed ran with that field's old value (the degree embedding was
     always there, no label smoothing): against a base row that sets them otherwise the difference is named, and a
     row's --set overrides are shown."""
-    from make_results import render_gt_accuracy
-
     gcn = {"test_acc": {"mean": 81.0, "std": 0.5, "n": 5}}
     acc = {"mean": 80.0, "std": 1.0, "n": 5}
     base = {"test_acc": acc, "config": {"epochs": 300, "degree_embedding": False, "label_smoothing": 0.1},
@@ -124,9 +117,6 @@ def test_accuracy_rows_name_config_differences_including_fields_older_rows_lack(
 def test_accuracy_run_applies_and_records_set_overrides(monkeypatch, tmp_path):
     """``gt_accuracy.py --set`` overrides any field, also one with its own option (--epochs), and the row (stored
     under ``--row-suffix``) keeps the overrides; a bad field is refused before anything runs."""
-    import _common
-    import gt_accuracy
-
     seen = []
 
     def fake_seed(name, seed, cfg, threads, qcfg=None, device="cpu"):
@@ -134,7 +124,7 @@ def test_accuracy_run_applies_and_records_set_overrides(monkeypatch, tmp_path):
         return {"seed": seed, "test_acc": 0.8, "val_acc": 0.8, "seconds": 1.0, "epoch": 3}
 
     monkeypatch.setattr(_common, "RESULTS", tmp_path)
-    monkeypatch.setattr(gt_accuracy, "_gt_seed", fake_seed)
+    monkeypatch.setattr(gt_accuracy, "gt_seed", fake_seed)
     monkeypatch.setattr(gt_accuracy, "run_gcn", lambda graph, seeds, device="cpu": {"test_acc": _acc(81.0)})
     monkeypatch.setattr(sys, "argv", ["gt_accuracy.py", "--datasets", "cora", "--seeds", "2", "--epochs", "7",
                                       "--set", "epochs=300,degree_embedding=false,label_smoothing=0.1",

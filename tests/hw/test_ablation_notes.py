@@ -2,13 +2,11 @@
 
 import copy
 import json
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from benchmarks import hw_ablation
 
-import hw_ablation  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_notes_follow_the_rows():

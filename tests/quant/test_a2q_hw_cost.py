@@ -1,15 +1,10 @@
 """benchmarks/a2q_hw_cost.py: train -> export -> simulate per weight / XW width, and its summary."""
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-
-import a2q_hw_cost  # noqa: E402
-import make_results  # noqa: E402
+from benchmarks import a2q_hw_cost
 
 
 def _run(width, seed, **over):
@@ -23,8 +18,7 @@ def test_summary_means_and_ratios_to_the_first_width():
     assert [r["width"] for r in rows] == [4, 8] and rows[0]["runs"] == 2
     assert rows[0]["cycles"]["mean"] == pytest.approx(40.5) and rows[0]["cycles"]["std"] == pytest.approx(0.5 ** 0.5)
     assert rows[1]["vs_first_width"]["dram_bytes"] == pytest.approx(80.5 / 40.5)
-    text = "\n".join(make_results.render_a2q_hw_cost(
-        {"command": "c", "recipe": "r", "arch": "mega", "rows": rows}))
+    text = "\n".join(a2q_hw_cost.render({"command": "c", "recipe": "r", "arch": "mega", "rows": rows}))
     assert "| 8 | 2 |" in text and f"({80.5 / 40.5:.2f}x)" in text
 
 

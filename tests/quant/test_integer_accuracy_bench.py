@@ -1,16 +1,11 @@
 """benchmarks/integer_accuracy: the per-cell summary (deltas per seed, the 0.3-pt target on the mean) and its
 RESULTS.md table; the integer logits dispatch on the model's architecture."""
 
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-
-import integer_accuracy  # noqa: E402
-import make_results  # noqa: E402
+from benchmarks import integer_accuracy
 
 
 def run(seed, fake, integer, agree=1.0):
@@ -26,7 +21,7 @@ def test_summary_and_table():
     assert c["within_target"] and c["test_acc_integer"]["mean"] == pytest.approx(79.93333, abs=1e-4)
     off = integer_accuracy.summarize_cell("cora", "gcn", "a2q", 1.7, 25.0, [run(0, 0.8, 0.79), run(1, 0.8, 0.795)])
     assert not off["within_target"]
-    lines = make_results.render_integer_accuracy({"cells": [{**c, "command": "cmd"}], "target_gap_pt": 0.3})
+    lines = integer_accuracy.render({"cells": [{**c, "command": "cmd"}], "target_gap_pt": 0.3})
     row = next(line for line in lines if line.startswith("| cora | sage"))
     assert "-0.07 +- 0.31" in row and "0.40" in row and "99.00 %" in row and "`cmd`" in row
 
@@ -38,7 +33,7 @@ def test_gin_cells_name_their_hidden_activation_and_merge_apart():
            if k != "gin_hidden"}  # a cell written before gin_hidden existed: trained with the hidden quantizer
     key = ("dataset", "model", "method", "target_bits", "penalty_weight", "gin_hidden")
     assert integer_accuracy.cell_key(old, key)[-1] == "quantized" != integer_accuracy.cell_key(fixed, key)[-1]
-    lines = make_results.render_integer_accuracy({"cells": [old, fixed]})
+    lines = integer_accuracy.render({"cells": [old, fixed]})
     assert any(line.startswith("| cora | gin (quantized hidden) |") for line in lines)
     assert any(line.startswith("| cora | gin (16-bit hidden) |") for line in lines)
 

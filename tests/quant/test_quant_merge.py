@@ -1,14 +1,10 @@
 """benchmarks/quant_merge.py: scratch cells join the results file, replacing same-key cells, keeping the rest."""
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-
-import quant_merge  # noqa: E402
+from benchmarks import quant_merge
 
 
 def cell(dataset, method, acc, device=None, command="c0"):

@@ -2,13 +2,8 @@
 and the bits-vs-degree plot take the preset grid's cells only (``_common.is_preset_grid_cell``), not the tuning
 sweeps."""
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-
-import quant_table  # noqa: E402
-from _common import is_preset_grid_cell  # noqa: E402
+from benchmarks import quant_table
+from benchmarks._common import is_preset_grid_cell
 
 
 def cell(method, target=None, command="python benchmarks/quant_table.py --datasets cora", penalty=25.0):

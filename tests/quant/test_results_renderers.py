@@ -1,17 +1,13 @@
-"""RESULTS.md tables of the codec-speed, fixed-point-sweep, RTL and grid-storage result files
-(benchmarks/make_results.py), and quant_storage's merge of parallel runs."""
+"""RESULTS.md tables of the codec-speed, fixed-point-sweep, RTL and grid-storage result files (the ``render``
+functions of the benchmark modules that write them), RESULTS.md's layout (benchmarks/make_results.py), and
+quant_storage's merge of parallel runs."""
 
 import json
 import re
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-
-import make_results  # noqa: E402
-import quant_storage  # noqa: E402
+from benchmarks import _common, export_fixed_point, make_results, pack_speed, quant_storage, rtl_sim
 
 
 def pack_row(bits, pack, unpack):
@@ -26,10 +22,10 @@ def pack_result(rows):
 
 
 def test_pack_speed_table_judges_the_slowest_direction_against_the_target():
-    met = make_results.render_pack_speed(pack_result([pack_row(2, 168.1, 195.9), pack_row("mixed", 145.0, 194.6)]))
+    met = pack_speed.render(pack_result([pack_row(2, 168.1, 195.9), pack_row("mixed", 145.0, 194.6)]))
     assert "| 2 | 168 | 196 | 4,194,304 | 30 | 25 | 510,354 |" in met
     assert any("Slowest pack or unpack: 145 MB/s" in line and ": met)" in line for line in met)
-    missed = make_results.render_pack_speed(pack_result([pack_row(4, 150.0, 99.4)]))
+    missed = pack_speed.render(pack_result([pack_row(4, 150.0, 99.4)]))
     assert any("Slowest pack or unpack: 99 MB/s" in line and ": missed)" in line for line in missed)
 
 
@@ -37,7 +33,7 @@ def test_fixed_point_sweep_table():
     res = {"dataset": "cora", "quant": "a2q", "target_bits": 1.7, "epochs": 200, "test_acc_fake_quant": 0.784,
            "formats": [{"frac_bits": 12, "psum_bits": 16, "test_acc_integer": 0.783, "delta_pt": -0.1,
                         "prediction_agreement": 0.99963}], "machine": {}}
-    lines = make_results.render_export_fixed_point(res)
+    lines = export_fixed_point.render(res)
     assert "| 12 | 16 | 78.3 | -0.1 | 99.96 % |" in lines
     assert any("tests 78.4 %" in line for line in lines)
 
@@ -47,7 +43,7 @@ def test_rtl_tables_show_every_configuration_and_flag_a_mismatch():
              "modules": {"bse": [{"params": {}, "cells": 413, "rel_area": 768.0, "seconds": 1.1}],
                          "cpe": [{"params": {"LANES": 4}, "cells": 1848, "rel_area": 3907.2, "seconds": 10.6},
                                  {"params": {"LANES": 8}, "cells": 3640, "rel_area": 7651.8, "seconds": 14.4}]}}
-    lines = make_results.render_rtl_cells(cells)
+    lines = rtl_sim.render_rtl_cells(cells)
     assert "| bse | - | 413 | 768 | 1.1 |" in lines and "| cpe | LANES=8 | 3,640 | 7,652 | 14.4 |" in lines
     tile = {"simulator": "icarus", "tile": "t0", "rows": 16, "local_nodes": 63, "packages": 4, "edges": 65,
             "bit_exact": True, "rtl_total": 685, "model_total": 685, "rtl_combination": 614,
@@ -55,7 +51,7 @@ def test_rtl_tables_show_every_configuration_and_flag_a_mismatch():
     sim = {"export": "cora_gcn.qgraph", "layer": 1, "cycles": [tile, {**tile, "bit_exact": False}],
            "speed": {"icarus": {"tile_rows": 12, "sim_cycles_per_s": 1472, "real_s": 0.433,
                                 "first_run_with_build_s": 3.1}}, "unavailable": {}, "machine": {}}
-    lines = make_results.render_rtl_sim(sim)
+    lines = rtl_sim.render(sim)
     assert "| icarus | t0 | 16 | 63 | 4 | 65 | yes | 685 | 685 | 614 / 614 | 70 / 70 |" in lines
     assert any("| NO |" in line for line in lines)
     assert "| icarus | 12 | 1,472 | 0.433 | 3.1 |" in lines
@@ -72,7 +68,7 @@ def test_storage_table_and_merge(tmp_path):
     quant_storage.save(out, [cell("cora", "degree-aware", 1.7, 15.3), cell("coauthor-cs", "a2q", 4.0, 15.6)], "cmd")
     cells = json.loads(out.read_text())["cells"]  # parallel runs merge; a re-measured cell replaces the old one
     assert [(c["dataset"], c["all_in_ratio"]) for c in cells] == [("cora", 15.3), ("coauthor-cs", 15.6)]
-    lines = make_results.render_quant_storage({"cells": cells})
+    lines = quant_storage.render({"cells": cells})
     assert "| cora | gcn | not run | not run | not run | 15.3x all-in, 16.0x features @ 1.02 bits |" in lines
     with pytest.raises(SystemExit, match="has no export"):
         quant_storage.main(["--datasets", "mutag"])
@@ -161,9 +157,9 @@ def test_long_notes_lists_and_table_cells_fit_without_losing_anything():
 
 def test_long_command_lists_fold_into_a_collapsed_list():
     commands = [f"python benchmarks/quant_table.py --datasets cora --seed {i} --merge" for i in range(30)]
-    text, listing = make_results._commands(commands)
+    text, listing = _common.command_list(commands)
     assert text == "30, listed below" and listing[:2] == ["", "<details><summary>30 commands</summary>"]
     assert [line for line in listing if line.startswith("- ")] == [f"- `{c}`" for c in commands]
     assert listing[-1] == "</details>"
-    assert make_results._commands(commands[:2]) == (f"`{commands[0]}`; `{commands[1]}`", [])
-    assert make_results._commands(commands[:2], ", ")[0] == f"`{commands[0]}`, `{commands[1]}`"
+    assert _common.command_list(commands[:2]) == (f"`{commands[0]}`; `{commands[1]}`", [])
+    assert _common.command_list(commands[:2], ", ")[0] == f"`{commands[0]}`, `{commands[1]}`"
