@@ -1,6 +1,6 @@
 // Aggregation unit (AU): saturating weighted-sum of source feature codes into one destination row.
 //
-// Bit-exact with quant/fixed_point.aggregate_int (on_overflow "saturate"): for the edge beats of one destination
+// Bit-exact with quant/formats/fixed_point.aggregate_int (on_overflow "saturate"): for the edge beats of one destination
 // row in stored CSR order, psum = sat_W(... sat_W(sat_W(c_0 x_0) + c_1 x_1) ...), W = PSUM_BITS, for LANES
 // features in parallel (one lane = one feature of the row slice). One edge beat per cycle; s_last marks the last
 // edge of a row, whose partial sums appear on the output 1 cycle later (hw/timing.py: aggregation_cycles).

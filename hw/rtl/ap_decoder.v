@@ -1,6 +1,6 @@
 // Adaptive-Package decoder: 64/128/192-bit packages + bitmap + boundary records -> (node, feature, code) beats.
 //
-// Implements the layout of quant/adaptive_package.py exactly and emits the beat sequence of its decode_beats():
+// Implements the layout of quant/formats/adaptive_package.py exactly and emits the beat sequence of its decode_beats():
 // package by package, value by value; the node pointer starts at the package's first_node / first_value (the
 // boundary record) and walks over nodes of the bitmap, the feature of each value being the next set bit of the
 // node's bitmap row.

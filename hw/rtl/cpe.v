@@ -3,7 +3,7 @@
 // Each input beat is one (non-zero) activation code x[i,k] of node i with its node bitwidth b and the LANES
 // weights W[o,k] of input feature k (one per output channel o). The code is streamed LSB first over b cycles and
 // all lanes share that bit stream (bse.v). s_last marks the node's last value; one cycle after its last bit the
-// row acc[o] = sum_k x[i,k] W[o,k] appears on m_acc, equal to quant.integer_gnn's sat32(x @ w^T) (exact: the
+// row acc[o] = sum_k x[i,k] W[o,k] appears on m_acc, equal to quant.archs.gcn.integer's sat32(x @ w^T) (exact: the
 // accumulator cannot overflow for rows of up to MAX_ROW_VALUES values, checked at elaboration).
 // Timing (hw/timing.py: cpe_row_cycles / cpe_stream_cycles): load 1 cycle, b cycles per value, 1 cycle out;
 // the next value loads during the current value's last bit, so back-to-back values have no bubble.

@@ -1,5 +1,5 @@
 // Layer engine for one tile: Adaptive-Package decoder -> combination PE -> requantization -> XW buffer ->
-// aggregation unit -> output stage. Computes quant.integer_gnn.gcn_layer_trace for a tile of MAX_NODES nodes,
+// aggregation unit -> output stage. Computes quant.archs.gcn.integer.gcn_layer_trace for a tile of MAX_NODES nodes,
 // MAX_FEATURES input features and LANES output channels:
 //   xw   = requantize(sat32(x @ w^T), M[node, o], shift[node, o], xw_bits[node, o])   (combination phase)
 //   psum = aggregate_int(indptr, indices, xw, coef, PSUM_BITS)                         (aggregation phase)

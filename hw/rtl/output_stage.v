@@ -1,9 +1,9 @@
-// Output stage of a GCN layer tile: steps 4-5 of quant.integer_gnn.gcn_layer_trace after the aggregation:
+// Output stage of a GCN layer tile: steps 4-5 of quant.archs.gcn.integer.gcn_layer_trace after the aggregation:
 //   acc  = agg_en ? requantize(psum, agg_mult, agg_shift, agg_bits) << FRAC_BITS : psum   (q_aggregate, optional)
 //   acc  = sat32(acc + bias)                                                               (bias, 0 if none)
 //   acc  = relu_en ? max(acc, 0) : acc
 //   out  = out_en ? requantize(acc, out_mult, out_shift, out_bits) : acc       (next layer's codes | last layer)
-// requantize = sat_sym(round_half_away(acc * M / 2^shift), bits), exactly as requant.v / quant.fixed_point.
+// requantize = sat_sym(round_half_away(acc * M / 2^shift), bits), exactly as requant.v / quant.formats.fixed_point.
 // One row (LANES lanes) per cycle; a rigid 5-stage pipeline (agg multiply | agg round | bias + ReLU | out
 // multiply | out round), so LATENCY = 5 cycles from the input handshake to m_valid (hw/timing.py:
 // OUTPUT_STAGE_LATENCY_CYCLES). All stages advance together when the output register is empty or taken.
@@ -84,6 +84,22 @@ module output_stage #(
         end
     end
 
+    // The magnitude of a requantized code: |round_half_away(mag / 2^shift)| (0 for shift > 62), clamped to the
+    // largest magnitude of a b-bit signed code, 2^(b-1) - 1 (0 for b <= 1): requant.v's rounding and saturation.
+    function [7:0] code_magnitude;
+        input [63:0] mag;
+        input [5:0]  shift;
+        input [3:0]  bits;
+        reg   [64:0] rounded;
+        reg   [7:0]  qmax;
+        begin
+            rounded = ({1'b0, mag} + ((shift == 6'd0) ? 65'd0 : (65'd1 << (shift - 6'd1)))) >> shift;
+            if (shift > 6'd62) rounded = 65'd0;
+            qmax = (bits <= 4'd1) ? 8'd0 : ((8'd1 << (bits - 4'd1)) - 8'd1);
+            code_magnitude = (rounded > {57'd0, qmax}) ? qmax : rounded[7:0];
+        end
+    endfunction
+
     genvar o;
     generate
         for (o = 0; o < LANES; o = o + 1) begin : lane
@@ -105,22 +121,16 @@ module output_stage #(
             wire signed [63:0] out_prod = acc3_reg * $signed({1'b0, omult3_reg});
 
             // stage 2: rounded, saturated agg code -> accumulator
-            reg [64:0] ahalf, around;
-            reg [7:0]  aqmax, amag_sat;
+            reg [7:0]  amag_sat;
             reg signed [31:0] acc2_next;
             // stage 3: bias add with 32-bit saturation, ReLU
             reg signed [32:0] biased;
             reg signed [31:0] acc3_next;
             // stage 5: rounded, saturated output code
-            reg [64:0] ohalf, oround;
-            reg [7:0]  oqmax, omag_sat;
+            reg [7:0]  omag_sat;
             reg signed [31:0] out5_next;
             always @* begin
-                ahalf = (ashift1_reg == 6'd0) ? 65'd0 : (65'd1 << (ashift1_reg - 6'd1));
-                around = ({1'b0, amag1_reg} + ahalf) >> ashift1_reg;
-                if (ashift1_reg > 6'd62) around = 65'd0;
-                aqmax = (agg_bits1_reg <= 4'd1) ? 8'd0 : ((8'd1 << (agg_bits1_reg - 4'd1)) - 8'd1);
-                amag_sat = (around > {57'd0, aqmax}) ? aqmax : around[7:0];
+                amag_sat = code_magnitude(amag1_reg, ashift1_reg, agg_bits1_reg);
                 if (agg_en) begin
                     acc2_next = (aneg1_reg ? -$signed({24'd0, amag_sat}) : $signed({24'd0, amag_sat})) <<< FRAC_BITS;
                 end else begin
@@ -133,11 +143,7 @@ module output_stage #(
                 else acc3_next = biased[31:0];
                 if (relu_en && acc3_next[31]) acc3_next = 32'sd0;
 
-                ohalf = (oshift4_reg == 6'd0) ? 65'd0 : (65'd1 << (oshift4_reg - 6'd1));
-                oround = ({1'b0, omag4_reg} + ohalf) >> oshift4_reg;
-                if (oshift4_reg > 6'd62) oround = 65'd0;
-                oqmax = (out_bits4_reg <= 4'd1) ? 8'd0 : ((8'd1 << (out_bits4_reg - 4'd1)) - 8'd1);
-                omag_sat = (oround > {57'd0, oqmax}) ? oqmax : oround[7:0];
+                omag_sat = code_magnitude(omag4_reg, oshift4_reg, out_bits4_reg);
                 if (out_en) begin
                     out5_next = oneg4_reg ? -$signed({24'd0, omag_sat}) : $signed({24'd0, omag_sat});
                 end else begin

@@ -1,6 +1,6 @@
 // Requantization unit: out = sat_sym(round_haz(acc * multiplier / 2^shift), out_bits).
 //
-// Bit-exact with quant/fixed_point.requantize (rounding "half_away_from_zero", on_overflow "saturate"):
+// Bit-exact with quant/formats/fixed_point.requantize (rounding "half_away_from_zero", on_overflow "saturate"):
 //   p   = acc * M                                  (exact: |acc| <= 2^31, M < 2^31 => |p| <= 2^62)
 //   q   = sign(p) * ((|p| + 2^(shift-1)) >> shift) (shift = 0: q = p; shift > 62: q = 0)
 //   out = clamp(q, -(2^(b-1)-1), 2^(b-1)-1)         (b <= 1: out = 0)
