@@ -14,13 +14,31 @@ import torch
 from torch import nn
 
 from quant.archs import integer_archs
-from quant.integer import fake_quant
+from quant.integer import QuantizedModel, fake_quant
 from quant.qat.a2q import A2QQuantizer
 from quant.qat.degree_aware import bucket_degree_ranges, degree_bucket
 from quant.qat.quantizers import STEP_EPS, a2q_quantize
 
 SUPPORTED_METHODS = ("a2q", "degree-aware")
 INPUT_FALLBACK_BITS = 8
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConvertedModel:
+    """An integer model plus what the export needs to describe it (each architecture subclasses it).
+
+    model: the integer model (``quant.integer.QuantizedModel``); edge_index (2, E) int64 and in_degree (N,) int64 of
+    the graph it runs on; input_exact: the first layer's input codes reproduce the FP32 features exactly;
+    x_schemes: per layer, where ``x_steps`` come from: "input" (derived from FP32 features), "node", "degree" (and
+    GIN's "channel"); degree_tables: per degree-aware quantizer, its table (:func:`degree_table`).
+    """
+
+    model: QuantizedModel
+    edge_index: np.ndarray
+    in_degree: np.ndarray
+    input_exact: bool
+    x_schemes: tuple[str, ...]
+    degree_tables: dict
 
 
 def check_convertible(model: nn.Module, arch: str, fn: str) -> None:

@@ -151,3 +151,17 @@ class GoldenForward:
         graph = self.graph(edge_index, model.x_codes.shape[0])
         return run_layers(model.x_codes, model.layers,
                           lambda layer, h: self.reference(layer, h, graph, exact_constants))
+
+
+def reference_output(y: np.ndarray, bias: np.ndarray | None, unit: np.ndarray, exact_constants: bool, relu: bool,
+                     out_steps: np.ndarray | None, out_bits: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """The last steps of a layer's float64 reference: the bias (the true one, or with ``exact_constants=False`` the
+    integer path's, snapped to accumulator ``unit``), ReLU, then the next layer's fake-quant with 2-D ``out_steps``
+    and ``out_bits`` -> (codes, steps); for the last layer (``out_steps`` None) -> (y, ones (N, 1))."""
+    if bias is not None:
+        y = y + (bias[None, :] if exact_constants else bias_in_units(bias, unit) * unit)
+    if relu:
+        y = np.maximum(y, 0.0)
+    if out_steps is None:
+        return y, np.ones((y.shape[0], 1))
+    return fake_quant(y, out_steps, out_bits).astype(np.int64), out_steps

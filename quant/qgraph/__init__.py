@@ -131,6 +131,18 @@ class QGraph:
                 raise ExportError(f"{self.path}: array '{prefix}{name}' disagrees with the integer path recomputed "
                                   "from the exported parameters")
 
+    def verify_layers(self, model, graph_fn, layer_checks) -> None:
+        """Recompute every layer of ``model`` (the integer model the arrays describe) from the exported parameters:
+        ``layer_checks(q, li, layer, codes, csr) -> (checks, trace)`` gives layer ``li``'s ``(name, recomputed,
+        exported)`` triples (see :meth:`check_recomputed`) and its trace, whose ``"out"`` codes feed the next layer;
+        ``csr = graph_fn(edge_index, N)``."""
+        csr = graph_fn(self["graph.edge_index"], model.x_codes.shape[0])
+        codes = model.x_codes
+        for li, layer in enumerate(model.layers):
+            checks, trace = layer_checks(self, li, layer, codes, csr)
+            self.check_recomputed(f"layer{li}.", checks)
+            codes = trace["out"]
+
     def integer_model(self):
         """The integer golden model the arrays describe (its architecture's ``reader.integer_model``)."""
         check_arch(self.arch, str(self.path))

@@ -23,7 +23,7 @@ from torch import nn
 from gnn.conv import QuantPoint
 from gnn.ops import in_degree
 from quant.archs.gat.integer import QuantizedGAT, QuantizedGATLayer
-from quant.convert import check_convertible, learned_per_node, node_layer_input, weight_codes
+from quant.convert import ConvertedModel, check_convertible, learned_per_node, node_layer_input, weight_codes
 from quant.qat.a2q import A2QQuantizer
 from quant.qat.quantizers import STEP_EPS, a2q_quantize
 
@@ -31,16 +31,8 @@ FN = "to_quantized_gat"
 
 
 @dataclass(frozen=True, kw_only=True)
-class ConvertedGAT:
-    """The integer model plus what describes it (as :class:`quant.archs.sage.convert.ConvertedSAGE`); ``degree_tables``
-    keyed (layer, ``"input"`` / ``"xw"``)."""
-
-    model: QuantizedGAT
-    edge_index: np.ndarray
-    in_degree: np.ndarray
-    input_exact: bool
-    x_schemes: tuple[str, ...]
-    degree_tables: dict[tuple[int, str], dict]
+class ConvertedGAT(ConvertedModel):
+    """A converted GAT: ``degree_tables`` keyed (layer, ``"input"`` / ``"xw"``)."""
 
 
 def _head_quantizer(q: nn.Module, who: str) -> tuple[np.ndarray, int]:

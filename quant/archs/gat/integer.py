@@ -35,25 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from quant.formats.fixed_point import (
-    aggregate_int,
-    code_limit,
-    csr_from_edge_index,
-    quantize_multiplier,
-    requantize,
-    saturate,
-)
-from quant.integer import (
-    ACC_BITS,
-    GoldenForward,
-    QuantizedModel,
-    bias_in_units,
-    check_codes,
-    check_layer_fields,
-    fake_quant,
-    int_matmul,
-    normalise_dtypes,
-)
+from quant import integer as qi
+from quant.formats import fixed_point as fxp
 
 EXP_BITS = 16  # fraction bits of the softmax numerators (the maximum edge's numerator is 2^EXP_BITS)
 RATIO_BITS = 16  # fraction bits of the source-step ratios u_j / U
@@ -93,7 +76,7 @@ class QuantizedGATLayer:
     psum_bits: int = 32
 
     def __post_init__(self) -> None:
-        normalise_dtypes(self, ("x_steps", "w_steps", "xw_steps", "att_steps", "score_steps", "bias", "out_steps"),
+        qi.normalise_dtypes(self, ("x_steps", "w_steps", "xw_steps", "att_steps", "score_steps", "bias", "out_steps"),
                          ("x_bits", "xw_bits", "out_bits"))
         for name in ("w_codes", "att_src_codes", "att_dst_codes"):
             object.__setattr__(self, name, np.asarray(getattr(self, name), dtype=np.int8))
@@ -102,7 +85,7 @@ class QuantizedGATLayer:
         if self.heads < 1 or hc % self.heads:
             raise ValueError(f"QuantizedGATLayer: {hc} output channels do not split into heads={self.heads}")
         h, c = self.heads, hc // self.heads
-        check_layer_fields(
+        qi.check_layer_fields(
             "QuantizedGATLayer",
             [("x_bits", self.x_bits, (n,)), ("w_steps", self.w_steps, (hc,)), ("xw_steps", self.xw_steps, (n,)),
              ("xw_bits", self.xw_bits, (n,)), ("att_src_codes", self.att_src_codes, (h, c)),
@@ -114,7 +97,7 @@ class QuantizedGATLayer:
         for name, bits in (("att_bits", self.att_bits), ("score_bits", self.score_bits)):
             if not 2 <= bits <= 8:
                 raise ValueError(f"QuantizedGATLayer: {name}={bits} must lie in 2..8")
-        limit = int(code_limit(self.att_bits))
+        limit = int(fxp.code_limit(self.att_bits))
         if np.abs(self.att_src_codes).max(initial=0) > limit or np.abs(self.att_dst_codes).max(initial=0) > limit:
             raise ValueError(f"QuantizedGATLayer: attention codes exceed the {self.att_bits}-bit range")
         if (self.out_steps is None) != (self.out_bits is None):
@@ -141,7 +124,7 @@ class QuantizedGATLayer:
         return np.where(v >= 0, v, self.negative_slope * v)
 
 
-class QuantizedGAT(QuantizedModel):
+class QuantizedGAT(qi.QuantizedModel):
     """A GAT integer model: ``x_codes`` and a tuple of :class:`QuantizedGATLayer` (see ``QuantizedModel``)."""
 
 
@@ -152,7 +135,7 @@ def gat_graph(edge_index: np.ndarray, num_nodes: int) -> tuple[np.ndarray, np.nd
     keep = edge_index[0] != edge_index[1]
     loops = np.arange(num_nodes, dtype=np.int64)
     full = np.concatenate([edge_index[:, keep], np.stack([loops, loops])], axis=1)
-    indptr, indices, _ = csr_from_edge_index(full, num_nodes)
+    indptr, indices, _ = fxp.csr_from_edge_index(full, num_nodes)
     return indptr, indices, np.repeat(np.arange(num_nodes), np.diff(indptr))
 
 
@@ -181,7 +164,7 @@ class GATConstants:
 
 def exp_table(layer: QuantizedGATLayer) -> np.ndarray:
     """``T[h, m + Q, k + Q] = round(exp(e_h (lrelu(k) - lrelu(m))) 2^EXP_BITS)`` for codes ``k <= m``, 0 above."""
-    q = int(code_limit(layer.score_bits))
+    q = int(fxp.code_limit(layer.score_bits))
     codes = np.arange(-q, q + 1, dtype=np.float64)
     lk = layer.leaky(codes)
     diff = lk[None, :] - lk[:, None]  # (2Q+1, 2Q+1): [m, k] = lrelu(k) - lrelu(m)
@@ -192,7 +175,7 @@ def exp_table(layer: QuantizedGATLayer) -> np.ndarray:
 def elu_thresholds(out_steps: np.ndarray, out_bits: np.ndarray, unit: float) -> np.ndarray:
     """``T'[i, k-1] = floor(ln(1 - (k - 1/2) s'_i) / unit)`` for ``k = 1..qmax_i`` with ``(k - 1/2) s'_i < 1``;
     other entries hold the minimum int64 (no accumulator reaches them). (N, K) int64."""
-    qmax = code_limit(out_bits)  # (N,)
+    qmax = fxp.code_limit(out_bits)  # (N,)
     k = np.arange(1, max(int(qmax.max(initial=0)), 1) + 1, dtype=np.float64)  # (K,)
     frac = (k[None, :] - 0.5) * out_steps[:, None]  # (N, K)
     valid = (k[None, :] <= qmax[:, None]) & (frac < 1.0)
@@ -204,20 +187,21 @@ def elu_thresholds(out_steps: np.ndarray, out_bits: np.ndarray, unit: float) -> 
 
 def gat_constants(layer: QuantizedGATLayer) -> GATConstants:
     """The layer's requantization multipliers/shifts, softmax table, step ratios, bias and ELU thresholds."""
-    xw_mult, xw_shift = quantize_multiplier(layer.x_steps[:, None] * layer.w_steps[None, :] / layer.xw_steps[:, None])
+    xw_mult, xw_shift = fxp.quantize_multiplier(layer.x_steps[:, None] * layer.w_steps[None, :]
+                                                / layer.xw_steps[:, None])
     score_unit = layer.score_steps[None, :] * 2.0**-layer.frac_bits  # (1, H)
-    logit_mult, logit_shift = quantize_multiplier(layer.xw_steps[:, None] * layer.att_steps[None, :] / score_unit)
-    score_mult, score_shift = quantize_multiplier(2.0**-layer.frac_bits)
+    logit_mult, logit_shift = fxp.quantize_multiplier(layer.xw_steps[:, None] * layer.att_steps[None, :] / score_unit)
+    score_mult, score_shift = fxp.quantize_multiplier(2.0**-layer.frac_bits)
     ratio = np.floor(layer.xw_steps / layer.ref_scale * 2.0**RATIO_BITS + 0.5).astype(np.int64)
     unit = np.array([[layer.unit]])
     out_mult = out_shift = thresholds = None
     if layer.out_steps is not None:
-        out_mult, out_shift = quantize_multiplier(layer.unit / layer.out_steps[:, None])
+        out_mult, out_shift = fxp.quantize_multiplier(layer.unit / layer.out_steps[:, None])
         thresholds = elu_thresholds(layer.out_steps, layer.out_bits, layer.unit)
     return GATConstants(xw_mult=xw_mult, xw_shift=xw_shift, logit_mult=logit_mult, logit_shift=logit_shift,
                         score_mult=score_mult, score_shift=score_shift,
                         exp_table=exp_table(layer), ratio=ratio,
-                        bias_int=None if layer.bias is None else bias_in_units(layer.bias, unit),
+                        bias_int=None if layer.bias is None else qi.bias_in_units(layer.bias, unit),
                         out_mult=out_mult, out_shift=out_shift, elu_thresholds=thresholds)
 
 
@@ -231,7 +215,7 @@ def _segment_max(values: np.ndarray, dst: np.ndarray, num_nodes: int) -> np.ndar
 def elu_requantize(acc: np.ndarray, k: GATConstants, out_bits: np.ndarray) -> np.ndarray:
     """ELU then the next layer's codes, in integers: requant for ``acc >= 0``, threshold counts below 0.
     acc (N, F) int64 -> (N, F) int64 codes."""
-    pos = requantize(np.maximum(acc, 0), k.out_mult, k.out_shift, out_bits[:, None])
+    pos = fxp.requantize(np.maximum(acc, 0), k.out_mult, k.out_shift, out_bits[:, None])
     neg = -(acc[:, :, None] <= k.elu_thresholds[:, None, :]).sum(axis=2)  # (N, F)
     return np.where(acc >= 0, pos, neg)
 
@@ -247,17 +231,17 @@ def gat_layer_trace(layer: QuantizedGATLayer, x_codes: np.ndarray, graph: tuple,
     indptr, indices, dst = graph
     k = constants if constants is not None else gat_constants(layer)
     n, h, c = x_codes.shape[0], layer.heads, layer.channels
-    check_codes(x_codes, layer.x_bits, "gat_layer_trace: x_codes")
-    acc = saturate(int_matmul(x_codes, layer.w_codes), ACC_BITS)  # (N, H*C), unit s_i t_f
-    xw = requantize(acc, k.xw_mult, k.xw_shift, layer.xw_bits[:, None])  # (N, H*C)
+    qi.check_codes(x_codes, layer.x_bits, "gat_layer_trace: x_codes")
+    acc = fxp.saturate(qi.int_matmul(x_codes, layer.w_codes), qi.ACC_BITS)  # (N, H*C), unit s_i t_f
+    xw = fxp.requantize(acc, k.xw_mult, k.xw_shift, layer.xw_bits[:, None])  # (N, H*C)
     xw3 = xw.reshape(n, h, c)
     d_src = (xw3 * layer.att_src_codes[None].astype(np.int64)).sum(-1)  # (N, H), unit u_j t^a_h
     d_dst = (xw3 * layer.att_dst_codes[None].astype(np.int64)).sum(-1)
-    p_src = requantize(d_src, k.logit_mult, k.logit_shift, ACC_BITS, on_overflow=on_overflow)  # unit e_h 2^-frac
-    p_dst = requantize(d_dst, k.logit_mult, k.logit_shift, ACC_BITS, on_overflow=on_overflow)
-    score = requantize(saturate(p_src[indices] + p_dst[dst], ACC_BITS), k.score_mult, k.score_shift,
+    p_src = fxp.requantize(d_src, k.logit_mult, k.logit_shift, qi.ACC_BITS, on_overflow=on_overflow)  # unit e_h 2^-frac
+    p_dst = fxp.requantize(d_dst, k.logit_mult, k.logit_shift, qi.ACC_BITS, on_overflow=on_overflow)
+    score = fxp.requantize(fxp.saturate(p_src[indices] + p_dst[dst], qi.ACC_BITS), k.score_mult, k.score_shift,
                        layer.score_bits)  # (E', H) codes
-    q = int(code_limit(layer.score_bits))
+    q = int(fxp.code_limit(layer.score_bits))
     top = _segment_max(score, dst, n)[dst]  # (E', H) the largest code into each edge's destination
     numer = k.exp_table[np.arange(h)[None, :], top + q, score + q]  # (E', H) <= 2^EXP_BITS
     denom = np.zeros((n, h), dtype=np.int64)
@@ -266,12 +250,12 @@ def gat_layer_trace(layer: QuantizedGATLayer, x_codes: np.ndarray, graph: tuple,
     num = numer * k.ratio[indices][:, None] * (1 << layer.frac_bits)
     den = denom[dst] * averaged * (1 << RATIO_BITS)
     coef = (2 * num + den) // (2 * den)  # (E', H) round half up, all >= 0
-    psum = np.concatenate([aggregate_int(indptr, indices, xw3[:, hh], coef[:, hh], layer.psum_bits, on_overflow)
+    psum = np.concatenate([fxp.aggregate_int(indptr, indices, xw3[:, hh], coef[:, hh], layer.psum_bits, on_overflow)
                            for hh in range(h)], axis=1)  # (N, H*C), unit U 2^-frac
     if not layer.concat:
-        psum = saturate(psum.reshape(n, h, c).sum(axis=1), layer.psum_bits)  # (N, C)
+        psum = fxp.saturate(psum.reshape(n, h, c).sum(axis=1), layer.psum_bits)  # (N, C)
     out_acc = psum + (k.bias_int if k.bias_int is not None else 0)
-    out_acc = saturate(out_acc, ACC_BITS)
+    out_acc = fxp.saturate(out_acc, qi.ACC_BITS)
     trace = {"xw": xw, "score": score, "numer": numer, "coef": coef, "psum": psum, "acc": out_acc}
     if layer.out_steps is None:
         return {**trace, "out": out_acc, "unit": np.array([[layer.unit]])}
@@ -285,12 +269,12 @@ def gat_layer_reference(layer: QuantizedGATLayer, x_codes: np.ndarray, graph: tu
     n, h, c = x_codes.shape[0], layer.heads, layer.channels
     x = x_codes.astype(np.float64) * layer.x_steps[:, None]
     w = layer.w_codes.astype(np.float64) * layer.w_steps[:, None]
-    xw = fake_quant(x @ w.T, layer.xw_steps[:, None], layer.xw_bits[:, None]) * layer.xw_steps[:, None]
+    xw = qi.fake_quant(x @ w.T, layer.xw_steps[:, None], layer.xw_bits[:, None]) * layer.xw_steps[:, None]
     xw3 = xw.reshape(n, h, c)
     a_src = (xw3 * (layer.att_src_codes * layer.att_steps[:, None])[None]).sum(-1)  # (N, H)
     a_dst = (xw3 * (layer.att_dst_codes * layer.att_steps[:, None])[None]).sum(-1)
     e = layer.score_steps[None, :]
-    score = fake_quant(a_src[indices] + a_dst[dst], e, layer.score_bits) * e  # (E', H)
+    score = qi.fake_quant(a_src[indices] + a_dst[dst], e, layer.score_bits) * e  # (E', H)
     logit = layer.leaky(score)
     top = np.full((n, h), -np.inf)
     np.maximum.at(top, dst, logit)
@@ -306,7 +290,8 @@ def gat_layer_reference(layer: QuantizedGATLayer, x_codes: np.ndarray, graph: tu
     if layer.out_steps is None:
         return out, np.ones((n, 1))
     elu = np.where(out > 0, out, np.expm1(np.minimum(out, 0.0)))
-    return fake_quant(elu, layer.out_steps[:, None], layer.out_bits[:, None]).astype(np.int64), layer.out_steps[:, None]
+    steps = layer.out_steps[:, None]
+    return qi.fake_quant(elu, steps, layer.out_bits[:, None]).astype(np.int64), steps
 
 
 def _reference(layer: QuantizedGATLayer, h: np.ndarray, graph: tuple, exact_constants: bool
@@ -317,7 +302,7 @@ def _reference(layer: QuantizedGATLayer, h: np.ndarray, graph: tuple, exact_cons
     return gat_layer_reference(layer, h, graph)
 
 
-GOLDEN = GoldenForward(graph=gat_graph, trace=gat_layer_trace, reference=_reference)
+GOLDEN = qi.GoldenForward(graph=gat_graph, trace=gat_layer_trace, reference=_reference)
 gat_forward_int = GOLDEN.forward_int  # (model, edge_index, on_overflow="saturate") -> (outputs, logits)
 gat_forward_reference = GOLDEN.forward_reference  # (model, edge_index, exact_constants=True): float64 twin
 

@@ -31,27 +31,27 @@ def integer_model(q) -> QuantizedGAT:
     return QuantizedGAT(x_codes=q["layer0.x_codes"], layers=tuple(layers))
 
 
+def _layer_checks(q, li: int, lay, h, graph) -> tuple[list, dict]:
+    """Layer ``li`` recomputed from its exported parameters: the (name, recomputed, exported) triples, its trace."""
+    p = f"layer{li}."
+    k = gat_constants(lay)
+    t = gat_layer_trace(lay, h, graph, constants=k)
+    checks = [("x_codes", h, q[p + "x_codes"]), ("xw_codes", t["xw"], q[p + "xw_codes"]),
+              *q.packed_checks(p, h), *q.packed_checks(p, t["xw"], "xw"),
+              ("xw_mult", k.xw_mult, q[p + "xw_mult"]), ("logit_mult", k.logit_mult, q[p + "logit_mult"]),
+              ("exp_table", k.exp_table, q[p + "exp_table"]), ("ratio", k.ratio, q[p + "ratio"]),
+              ("score", t["score"], q[p + "score"]), ("numer", t["numer"], q[p + "numer"]),
+              ("coef", t["coef"], q[p + "coef"]), ("psum", t["psum"], q[p + "psum"]),
+              ("acc", t["acc"], q[p + "acc"]), ("out", t["out"], q[p + "out"])]
+    if lay.out_steps is not None:
+        checks.append(("elu_thresholds", k.elu_thresholds, q[p + "elu_thresholds"]))
+    return checks, t
+
+
 def verify(q) -> None:
     """Recompute the integer path from the exported parameters and decode every packed layout; raise
     ``ExportError`` naming the first array that disagrees."""
-    model = integer_model(q)
-    graph = gat_graph(q["graph.edge_index"], model.x_codes.shape[0])
-    h = model.x_codes
-    for li, lay in enumerate(model.layers):
-        p = f"layer{li}."
-        k = gat_constants(lay)
-        t = gat_layer_trace(lay, h, graph, constants=k)
-        checks = [("x_codes", h, q[p + "x_codes"]), ("xw_codes", t["xw"], q[p + "xw_codes"]),
-                  *q.packed_checks(p, h), *q.packed_checks(p, t["xw"], "xw"),
-                  ("xw_mult", k.xw_mult, q[p + "xw_mult"]), ("logit_mult", k.logit_mult, q[p + "logit_mult"]),
-                  ("exp_table", k.exp_table, q[p + "exp_table"]), ("ratio", k.ratio, q[p + "ratio"]),
-                  ("score", t["score"], q[p + "score"]), ("numer", t["numer"], q[p + "numer"]),
-                  ("coef", t["coef"], q[p + "coef"]), ("psum", t["psum"], q[p + "psum"]),
-                  ("acc", t["acc"], q[p + "acc"]), ("out", t["out"], q[p + "out"])]
-        if lay.out_steps is not None:
-            checks.append(("elu_thresholds", k.elu_thresholds, q[p + "elu_thresholds"]))
-        q.check_recomputed(p, checks)
-        h = t["out"]
+    q.verify_layers(integer_model(q), gat_graph, _layer_checks)
 
 
 def required_arrays(manifest: dict) -> list[str]:

@@ -29,28 +29,16 @@ from torch import nn
 
 from gnn.ops import in_degree
 from quant.archs.gcn.integer import QuantizedGCN, QuantizedGCNLayer
-from quant.convert import _step, check_convertible, degree_table, input_codes, per_node, weight_codes
+from quant.convert import ConvertedModel, _step, check_convertible, degree_table, input_codes, per_node, weight_codes
 from quant.integer import fake_quant
 from quant.qat.a2q import FEATURE_SCHEMES, A2QQuantizer
 
 
 @dataclass(frozen=True, kw_only=True)
-class ConvertedGCN:
-    """The integer model plus what the export needs to describe it.
-
-    model: the integer GCN; edge_index (2, E) int64 and in_degree (N,) int64 of the graph it runs on;
-    input_exact: the first layer's input codes reproduce the FP32 features exactly;
-    x_schemes: per layer, where ``x_steps`` come from: "input" (derived from FP32 features), "node", "degree";
-    degree_tables: per layer index with a degree-aware input quantizer, ``{"bucket_scheme", "min_degree" (D,),
-    "max_degree" (D,) (-1 = unbounded), "bits" (D,) signed widths, "step" (D,)}``.
-    """
-
-    model: QuantizedGCN
-    edge_index: np.ndarray
-    in_degree: np.ndarray
-    input_exact: bool
-    x_schemes: tuple[str, ...]
-    degree_tables: dict[int, dict]
+class ConvertedGCN(ConvertedModel):
+    """A converted GCN: ``degree_tables`` keyed by layer index (its degree-aware input quantizer), each
+    ``{"bucket_scheme", "min_degree" (D,), "max_degree" (D,) (-1 = unbounded), "bits" (D,) signed widths,
+    "step" (D,)}``."""
 
 def to_quantized_gcn(model: nn.Module, x: torch.Tensor, edge_index: torch.Tensor, frac_bits: int = 14,
                      psum_bits: int = 32) -> ConvertedGCN:

@@ -34,25 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from quant.formats.fixed_point import (
-    aggregate_int,
-    csr_from_edge_index,
-    edge_coefficients,
-    quantize_multiplier,
-    requantize,
-    saturate,
-)
-from quant.integer import (
-    ACC_BITS,
-    GoldenForward,
-    QuantizedModel,
-    bias_in_units,
-    check_codes,
-    check_layer_fields,
-    fake_quant,
-    int_matmul,
-    normalise_dtypes,
-)
+from quant import integer as qi
+from quant.formats import fixed_point as fxp
 
 XW_SCHEMES = ("node", "channel")
 
@@ -86,7 +69,7 @@ class QuantizedGCNLayer:
     xw_scheme: str = "node"
 
     def __post_init__(self) -> None:
-        normalise_dtypes(self, ("x_steps", "w_steps", "xw_steps", "agg_steps", "bias", "out_steps"),
+        qi.normalise_dtypes(self, ("x_steps", "w_steps", "xw_steps", "agg_steps", "bias", "out_steps"),
                          ("x_bits", "xw_bits", "agg_bits", "out_bits"))
         object.__setattr__(self, "w_codes", np.asarray(self.w_codes, dtype=np.int8))
         if self.xw_scheme not in XW_SCHEMES:
@@ -95,7 +78,7 @@ class QuantizedGCNLayer:
         n = self.x_steps.shape[0]
         f_out, _ = self.w_codes.shape
         xw_len = n if self.xw_scheme == "node" else f_out
-        check_layer_fields(
+        qi.check_layer_fields(
             "QuantizedGCNLayer",
             [("x_bits", self.x_bits, (n,)), ("w_steps", self.w_steps, (f_out,)),
              ("xw_steps", self.xw_steps, (xw_len,)), ("xw_bits", self.xw_bits, (xw_len,)),
@@ -130,7 +113,7 @@ class QuantizedGCNLayer:
         return weight
 
 
-class QuantizedGCN(QuantizedModel):
+class QuantizedGCN(qi.QuantizedModel):
     """A GCN integer model: ``x_codes`` and a tuple of :class:`QuantizedGCNLayer` (see ``QuantizedModel``)."""
 
 
@@ -144,7 +127,7 @@ def gcn_graph(edge_index: np.ndarray, num_nodes: int) -> tuple[np.ndarray, np.nd
     loops = np.arange(num_nodes, dtype=np.int64)
     ei = np.stack([np.r_[src[keep], loops], np.r_[dst[keep], loops]])  # (2, E')
     deg = np.bincount(ei[1], minlength=num_nodes).astype(np.float64)
-    indptr, indices, perm = csr_from_edge_index(ei, num_nodes)
+    indptr, indices, perm = fxp.csr_from_edge_index(ei, num_nodes)
     weight = 1.0 / np.sqrt(deg[indices] * deg[ei[1, perm]])
     return indptr, indices, weight
 
@@ -173,17 +156,17 @@ def layer_constants(layer: QuantizedGCNLayer, graph: tuple) -> LayerConstants:
     """Requantization multipliers/shifts, edge coefficients and the integer bias of ``layer`` on ``graph``."""
     _, indices, weight = graph
     xw_step, _ = layer.xw_grid()
-    xw_mult, xw_shift = quantize_multiplier(layer.x_steps[:, None] * layer.w_steps[None, :] / xw_step)
-    coef = edge_coefficients(layer.coef_weights(weight, indices), layer.frac_bits)  # (E',)
+    xw_mult, xw_shift = fxp.quantize_multiplier(layer.x_steps[:, None] * layer.w_steps[None, :] / xw_step)
+    coef = fxp.edge_coefficients(layer.coef_weights(weight, indices), layer.frac_bits)  # (E',)
     unit = layer.psum_unit()
     agg_mult = agg_shift = out_mult = out_shift = bias_int = None
     if layer.agg_steps is not None:
-        agg_mult, agg_shift = quantize_multiplier(unit / layer.agg_steps[:, None])
+        agg_mult, agg_shift = fxp.quantize_multiplier(unit / layer.agg_steps[:, None])
         unit = layer.agg_steps[:, None] * 2.0**-layer.frac_bits
     if layer.bias is not None:
-        bias_int = bias_in_units(layer.bias, unit)
+        bias_int = qi.bias_in_units(layer.bias, unit)
     if layer.out_steps is not None:
-        out_mult, out_shift = quantize_multiplier(unit / layer.out_steps[:, None])
+        out_mult, out_shift = fxp.quantize_multiplier(unit / layer.out_steps[:, None])
     return LayerConstants(xw_mult=xw_mult, xw_shift=xw_shift, coef=coef, agg_mult=agg_mult, agg_shift=agg_shift,
                           bias_int=bias_int, out_mult=out_mult, out_shift=out_shift, unit=unit)
 
@@ -198,21 +181,21 @@ def gcn_layer_trace(layer: QuantizedGCNLayer, x_codes: np.ndarray, graph: tuple,
     """
     indptr, indices, _ = graph
     k = constants if constants is not None else layer_constants(layer, graph)
-    check_codes(x_codes, layer.x_bits, "gcn_layer_int: x_codes")
+    qi.check_codes(x_codes, layer.x_bits, "gcn_layer_int: x_codes")
     _, xw_bits = layer.xw_grid()
-    acc = saturate(int_matmul(x_codes, layer.w_codes), ACC_BITS)  # (N, F_out)
-    xw = requantize(acc, k.xw_mult, k.xw_shift, xw_bits)  # (N, F_out) XW codes
-    psum = aggregate_int(indptr, indices, xw, k.coef, layer.psum_bits, on_overflow)  # unit: psum_unit()
+    acc = fxp.saturate(qi.int_matmul(x_codes, layer.w_codes), qi.ACC_BITS)  # (N, F_out)
+    xw = fxp.requantize(acc, k.xw_mult, k.xw_shift, xw_bits)  # (N, F_out) XW codes
+    psum = fxp.aggregate_int(indptr, indices, xw, k.coef, layer.psum_bits, on_overflow)  # unit: psum_unit()
     acc = psum
     if layer.agg_steps is not None:
-        acc = requantize(acc, k.agg_mult, k.agg_shift, layer.agg_bits[:, None]) << layer.frac_bits
+        acc = fxp.requantize(acc, k.agg_mult, k.agg_shift, layer.agg_bits[:, None]) << layer.frac_bits
     if k.bias_int is not None:
-        acc = saturate(acc + k.bias_int, ACC_BITS)
+        acc = fxp.saturate(acc + k.bias_int, qi.ACC_BITS)
     if layer.relu:
         acc = np.maximum(acc, 0)
     if layer.out_steps is None:
         return {"xw": xw, "psum": psum, "out": acc, "unit": k.unit}
-    out = requantize(acc, k.out_mult, k.out_shift, layer.out_bits[:, None])
+    out = fxp.requantize(acc, k.out_mult, k.out_shift, layer.out_bits[:, None])
     return {"xw": xw, "psum": psum, "out": out, "unit": layer.out_steps[:, None]}
 
 
@@ -239,27 +222,23 @@ def gcn_layer_reference(layer: QuantizedGCNLayer, x_codes: np.ndarray, graph: tu
     x = x_codes.astype(np.float64) * layer.x_steps[:, None]  # (N, F_in)
     w = layer.w_codes.astype(np.float64) * layer.w_steps[:, None]  # (F_out, F_in)
     xw_step, xw_bits = layer.xw_grid()
-    xw = fake_quant(x @ w.T, xw_step, xw_bits) * xw_step  # (N, F_out)
+    xw = qi.fake_quant(x @ w.T, xw_step, xw_bits) * xw_step  # (N, F_out)
     if not exact_constants:  # the coefficient the integer path really applies, as a real edge weight
-        c = edge_coefficients(layer.coef_weights(weight, indices), layer.frac_bits) * 2.0**-layer.frac_bits
+        c = fxp.edge_coefficients(layer.coef_weights(weight, indices), layer.frac_bits) * 2.0**-layer.frac_bits
         weight = c * layer.ref_scale / layer.xw_steps[indices] if layer.xw_scheme == "node" else c
     dst = np.repeat(np.arange(n), np.diff(indptr))
     agg = np.zeros((n, xw.shape[1]))
     np.add.at(agg, dst, weight[:, None] * xw[indices])  # (N, F_out)
     unit = layer.psum_unit()
     if layer.agg_steps is not None:
-        agg = fake_quant(agg, layer.agg_steps[:, None], layer.agg_bits[:, None]) * layer.agg_steps[:, None]
+        agg = qi.fake_quant(agg, layer.agg_steps[:, None], layer.agg_bits[:, None]) * layer.agg_steps[:, None]
         unit = layer.agg_steps[:, None] * 2.0**-layer.frac_bits
-    if layer.bias is not None:
-        agg = agg + (layer.bias[None, :] if exact_constants else bias_in_units(layer.bias, unit) * unit)
-    if layer.relu:
-        agg = np.maximum(agg, 0.0)
-    if layer.out_steps is None:
-        return agg, np.ones((n, 1))
-    return fake_quant(agg, layer.out_steps[:, None], layer.out_bits[:, None]).astype(np.int64), layer.out_steps[:, None]
+    last = layer.out_steps is None
+    return qi.reference_output(agg, layer.bias, unit, exact_constants, layer.relu,
+                               None if last else layer.out_steps[:, None], None if last else layer.out_bits[:, None])
 
 
-GOLDEN = GoldenForward(graph=gcn_graph, trace=gcn_layer_trace, reference=gcn_layer_reference)
+GOLDEN = qi.GoldenForward(graph=gcn_graph, trace=gcn_layer_trace, reference=gcn_layer_reference)
 gcn_forward_int = GOLDEN.forward_int  # (model, edge_index, on_overflow="saturate") -> (outputs, logits)
 gcn_forward_reference = GOLDEN.forward_reference  # (model, edge_index, exact_constants=True): float64 twin
 

@@ -32,21 +32,21 @@ def integer_model(q) -> QuantizedGCN:
     return QuantizedGCN(x_codes=q["layer0.x_codes"], layers=tuple(layers))
 
 
+def _layer_checks(q, li: int, lay, h, graph) -> tuple[list, dict]:
+    """Layer ``li`` recomputed from its exported parameters: the (name, recomputed, exported) triples, its trace."""
+    p = f"layer{li}."
+    t = gcn_layer_trace(lay, h, graph)
+    k = layer_constants(lay, graph)
+    return [("x_codes", h, q[p + "x_codes"]), *q.packed_checks(p, h),
+            ("xw_mult", k.xw_mult, q[p + "xw_mult"]), ("coef", k.coef, q[p + "coef"]),
+            ("xw_codes", t["xw"], q[p + "xw_codes"]),
+            ("psum", t["psum"], q[p + "psum"]), ("out", t["out"], q[p + "out"])], t
+
+
 def verify(q) -> None:
     """Recompute the integer path from the exported parameters and decode both packed layouts; raise
     ``ExportError`` naming the first array that disagrees."""
-    model = q.to_quantized_gcn()
-    graph = gcn_graph(q["graph.edge_index"], model.x_codes.shape[0])
-    h = model.x_codes
-    for li, lay in enumerate(model.layers):
-        p = f"layer{li}."
-        t = gcn_layer_trace(lay, h, graph)
-        k = layer_constants(lay, graph)
-        q.check_recomputed(p, [("x_codes", h, q[p + "x_codes"]), *q.packed_checks(p, h),
-                               ("xw_mult", k.xw_mult, q[p + "xw_mult"]), ("coef", k.coef, q[p + "coef"]),
-                               ("xw_codes", t["xw"], q[p + "xw_codes"]),
-                               ("psum", t["psum"], q[p + "psum"]), ("out", t["out"], q[p + "out"])])
-        h = t["out"]
+    q.verify_layers(q.to_quantized_gcn(), gcn_graph, _layer_checks)
 
 
 def required_arrays(manifest: dict) -> list[str]:

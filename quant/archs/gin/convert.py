@@ -32,7 +32,7 @@ from gnn.conv import QuantPoint
 from gnn.conv.linear import Linear
 from gnn.ops import in_degree
 from quant.archs.gin.integer import HIDDEN_FIXED_BITS, QuantizedGIN, QuantizedGINLayer
-from quant.convert import check_convertible, layer_input, learned_per_node, weight_codes
+from quant.convert import ConvertedModel, check_convertible, layer_input, learned_per_node, weight_codes
 from quant.formats.fixed_point import code_limit
 from quant.qat.a2q import A2QQuantizer
 from quant.qat.quantizers import STEP_EPS
@@ -41,22 +41,13 @@ FN = "to_quantized_gin"
 
 
 @dataclass(frozen=True, kw_only=True)
-class ConvertedGIN:
-    """The integer model plus what describes it: ``edge_index`` (2, E) and ``in_degree`` (N,) int64 of the graph;
-    ``input_exact``: the first layer's codes reproduce the FP32 features exactly; ``x_schemes``: per layer, where
-    ``x_steps`` come from ("input": derived from FP32 features, "channel", "node", "degree"); ``hidden_schemes``: per
-    layer, where the hidden activation's steps come from ("node", "degree": its quantizer; "fixed": no quantizer,
-    ``HIDDEN_FIXED_BITS``-bit fixed point calibrated on the input); ``degree_tables``: per
-    layer and quantizer (``"aggregate"`` / ``"hidden"`` / ``"input"``) of the degree-aware method, its table
-    (``quant.convert.degree_table``)."""
+class ConvertedGIN(ConvertedModel):
+    """A converted GIN: ``x_schemes`` may also be "channel"; ``hidden_schemes``: per layer, where the hidden
+    activation's steps come from ("node", "degree": its quantizer; "fixed": no quantizer, ``HIDDEN_FIXED_BITS``-bit
+    fixed point calibrated on the input); ``degree_tables`` keyed (layer, ``"aggregate"`` / ``"hidden"`` /
+    ``"input"``)."""
 
-    model: QuantizedGIN
-    edge_index: np.ndarray
-    in_degree: np.ndarray
-    input_exact: bool
-    x_schemes: tuple[str, ...]
     hidden_schemes: tuple[str, ...]
-    degree_tables: dict[tuple[int, str], dict]
 
 
 def _features(q: nn.Module, in_deg: torch.Tensor, who: str, tables: dict, key: tuple[int, str]

@@ -48,25 +48,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from quant.formats.fixed_point import (
-    aggregate_int,
-    code_limit,
-    csr_from_edge_index,
-    edge_coefficients,
-    quantize_multiplier,
-    requantize,
-    saturate,
-)
-from quant.integer import (
-    ACC_BITS,
-    GoldenForward,
-    QuantizedModel,
-    bias_in_units,
-    check_layer_fields,
-    fake_quant,
-    int_matmul,
-    normalise_dtypes,
-)
+from quant import integer as qi
+from quant.formats import fixed_point as fxp
 
 STEP_SCHEMES = ("node", "channel")
 HIDDEN_FIXED_BITS = 16  # signed width of the hidden activation of a GIN trained without the hidden quantizer
@@ -115,7 +98,7 @@ class QuantizedGINLayer:
     psum_bits: int = 32
 
     def __post_init__(self) -> None:
-        normalise_dtypes(self, ("x_steps", "agg_steps", "w1_steps", "bn_scale", "b1", "hid_steps", "w2_steps", "b2",
+        qi.normalise_dtypes(self, ("x_steps", "agg_steps", "w1_steps", "bn_scale", "b1", "hid_steps", "w2_steps", "b2",
                                 "out_steps"), ("x_bits", "agg_bits", "hid_bits", "out_bits"))
         for name in ("w1_codes", "w2_codes"):
             object.__setattr__(self, name, np.asarray(getattr(self, name), dtype=np.int8))
@@ -127,7 +110,7 @@ class QuantizedGINLayer:
         f_out = self.w2_codes.shape[0]
         x_len = n if self.x_scheme == "node" else f_in
         out_len = n if self.out_scheme == "node" else f_out
-        check_layer_fields(
+        qi.check_layer_fields(
             "QuantizedGINLayer",
             [("x_steps", self.x_steps, (x_len,)), ("x_bits", self.x_bits, (x_len,)), ("agg_bits", self.agg_bits, (n,)),
              ("w1_steps", self.w1_steps, (hidden,)), ("bn_scale", self.bn_scale, (hidden,)),
@@ -188,7 +171,7 @@ class QuantizedGINLayer:
         return np.where(self.bn_scale[:, None] < 0, -1, 1) * self.w1_codes.astype(np.int64)
 
 
-class QuantizedGIN(QuantizedModel):
+class QuantizedGIN(qi.QuantizedModel):
     """A GIN integer model: ``x_codes`` and a tuple of :class:`QuantizedGINLayer` (see ``QuantizedModel``)."""
 
 
@@ -200,7 +183,7 @@ def gin_graph(edge_index: np.ndarray, num_nodes: int) -> tuple[np.ndarray, np.nd
     loops = np.arange(num_nodes, dtype=np.int64)
     full = np.concatenate([edge_index, np.stack([loops, loops])], axis=1)
     flag = np.concatenate([np.zeros(edge_index.shape[1], dtype=bool), np.ones(num_nodes, dtype=bool)])
-    indptr, indices, order = csr_from_edge_index(full, num_nodes)
+    indptr, indices, order = fxp.csr_from_edge_index(full, num_nodes)
     return indptr, indices, flag[order]
 
 
@@ -230,26 +213,26 @@ class GINConstants:
 
 def gin_constants(layer: QuantizedGINLayer, graph: tuple) -> GINConstants:
     """Edge coefficients, requantization multipliers/shifts and integer biases of ``layer`` on ``graph``."""
-    coef = edge_coefficients(layer.coef_weights(graph), layer.frac_bits)  # (E',)
-    agg_mult, agg_shift = quantize_multiplier(layer.sum_unit() / layer.agg_steps[:, None])  # (N, 1) or (N, F_in)
+    coef = fxp.edge_coefficients(layer.coef_weights(graph), layer.frac_bits)  # (E',)
+    agg_mult, agg_shift = fxp.quantize_multiplier(layer.sum_unit() / layer.agg_steps[:, None])  # (N, 1) or (N, F_in)
     v = layer.hidden_unit()  # (N, 1)
-    mid_mult, mid_shift = quantize_multiplier(
+    mid_mult, mid_shift = fxp.quantize_multiplier(
         layer.agg_steps[:, None] * (layer.w1_steps * np.abs(layer.bn_scale))[None, :] / v)
     o = layer.out_unit()
-    lin2_mult, lin2_shift = quantize_multiplier(layer.hid_steps[:, None] * layer.w2_steps[None, :] / o)
-    hid_mult, hid_shift = quantize_multiplier(2.0**-layer.hidden_frac_bits)
-    out_mult, out_shift = quantize_multiplier(2.0**-layer.frac_bits)
+    lin2_mult, lin2_shift = fxp.quantize_multiplier(layer.hid_steps[:, None] * layer.w2_steps[None, :] / o)
+    hid_mult, hid_shift = fxp.quantize_multiplier(2.0**-layer.hidden_frac_bits)
+    out_mult, out_shift = fxp.quantize_multiplier(2.0**-layer.frac_bits)
     return GINConstants(coef=coef, agg_mult=agg_mult, agg_shift=agg_shift,
                         w1_signed=layer.signed_w1().astype(np.int8), mid_mult=mid_mult, mid_shift=mid_shift,
-                        bias1_int=None if layer.b1 is None else bias_in_units(layer.b1, v), hid_mult=hid_mult,
+                        bias1_int=None if layer.b1 is None else qi.bias_in_units(layer.b1, v), hid_mult=hid_mult,
                         hid_shift=hid_shift, lin2_mult=lin2_mult, lin2_shift=lin2_shift,
-                        bias2_int=None if layer.b2 is None else bias_in_units(layer.b2, o),
+                        bias2_int=None if layer.b2 is None else qi.bias_in_units(layer.b2, o),
                         out_mult=out_mult, out_shift=out_shift,
                         unit=o * 2.0**layer.frac_bits if layer.out_steps is not None else o)
 
 
 def _check_input(layer: QuantizedGINLayer, x_codes: np.ndarray) -> None:
-    if np.any(np.abs(x_codes.astype(np.int64)) > code_limit(as_2d(layer.x_bits, layer.x_scheme))):
+    if np.any(np.abs(x_codes.astype(np.int64)) > fxp.code_limit(as_2d(layer.x_bits, layer.x_scheme))):
         raise ValueError(f"gin_layer_trace: x_codes exceed their per-{layer.x_scheme} bitwidths")
 
 
@@ -265,25 +248,26 @@ def gin_layer_trace(layer: QuantizedGINLayer, x_codes: np.ndarray, graph: tuple,
     indptr, indices, _ = graph
     k = constants if constants is not None else gin_constants(layer, graph)
     _check_input(layer, x_codes)
-    psum = aggregate_int(indptr, indices, x_codes, k.coef, layer.psum_bits, on_overflow)  # unit layer.sum_unit()
-    agg = requantize(psum, k.agg_mult, k.agg_shift, layer.agg_bits[:, None])  # (N, F_in)
-    acc1 = saturate(int_matmul(agg, k.w1_signed), ACC_BITS)  # (N, H), unit g_i t1_f |alpha_f|
-    mid = requantize(acc1, k.mid_mult, k.mid_shift, ACC_BITS, on_overflow=on_overflow)  # unit h_i 2^-frac
+    psum = fxp.aggregate_int(indptr, indices, x_codes, k.coef, layer.psum_bits, on_overflow)  # unit layer.sum_unit()
+    agg = fxp.requantize(psum, k.agg_mult, k.agg_shift, layer.agg_bits[:, None])  # (N, F_in)
+    acc1 = fxp.saturate(qi.int_matmul(agg, k.w1_signed), qi.ACC_BITS)  # (N, H), unit g_i t1_f |alpha_f|
+    mid = fxp.requantize(acc1, k.mid_mult, k.mid_shift, qi.ACC_BITS, on_overflow=on_overflow)  # unit h_i 2^-frac
     if k.bias1_int is not None:
         mid = mid + k.bias1_int
-    mid = np.maximum(saturate(mid, ACC_BITS), 0)  # the MLP's ReLU
-    hidden = requantize(mid, k.hid_mult, k.hid_shift, layer.hid_bits[:, None])  # clamping codes is the quantizer's clip
-    acc2 = saturate(int_matmul(hidden, layer.w2_codes), ACC_BITS)  # (N, F_out), unit h_i t2_f
-    acc = requantize(acc2, k.lin2_mult, k.lin2_shift, ACC_BITS, on_overflow=on_overflow)  # unit o 2^-frac
+    mid = np.maximum(fxp.saturate(mid, qi.ACC_BITS), 0)  # the MLP's ReLU
+    # clamping codes is the quantizer's clip
+    hidden = fxp.requantize(mid, k.hid_mult, k.hid_shift, layer.hid_bits[:, None])
+    acc2 = fxp.saturate(qi.int_matmul(hidden, layer.w2_codes), qi.ACC_BITS)  # (N, F_out), unit h_i t2_f
+    acc = fxp.requantize(acc2, k.lin2_mult, k.lin2_shift, qi.ACC_BITS, on_overflow=on_overflow)  # unit o 2^-frac
     if k.bias2_int is not None:
         acc = acc + k.bias2_int
-    acc = saturate(acc, ACC_BITS)
+    acc = fxp.saturate(acc, qi.ACC_BITS)
     if layer.relu:
         acc = np.maximum(acc, 0)
     trace = {"psum": psum, "agg": agg, "mid": mid, "hidden": hidden, "acc": acc}
     if layer.out_steps is None:
         return {**trace, "out": acc, "unit": k.unit}
-    out = requantize(acc, k.out_mult, k.out_shift, as_2d(layer.out_bits, layer.out_scheme))
+    out = fxp.requantize(acc, k.out_mult, k.out_shift, as_2d(layer.out_bits, layer.out_scheme))
     return {**trace, "out": out, "unit": k.unit}
 
 
@@ -297,34 +281,29 @@ def gin_layer_reference(layer: QuantizedGINLayer, x_codes: np.ndarray, graph: tu
     x = x_codes.astype(np.float64) * as_2d(layer.x_steps, layer.x_scheme)  # (N, F_in)
     weight = layer.edge_weights(self_loop)
     if not exact_constants:  # the coefficient the integer path applies, as a real edge weight
-        snapped = edge_coefficients(layer.coef_weights(graph), layer.frac_bits) * 2.0**-layer.frac_bits
+        snapped = fxp.edge_coefficients(layer.coef_weights(graph), layer.frac_bits) * 2.0**-layer.frac_bits
         weight = snapped * layer.ref_scale / layer.x_steps[indices] if layer.x_scheme == "node" else snapped
     dst = np.repeat(np.arange(n), np.diff(indptr))
     total = np.zeros_like(x)
     np.add.at(total, dst, weight[:, None] * x[indices])  # (N, F_in)
     g = layer.agg_steps[:, None]
-    agg = fake_quant(total, g, layer.agg_bits[:, None]) * g
+    agg = qi.fake_quant(total, g, layer.agg_bits[:, None]) * g
     w1 = layer.w1_codes.astype(np.float64) * layer.w1_steps[:, None]  # (H, F_in)
     z = (agg @ w1.T) * layer.bn_scale[None, :]  # (N, H)
     if layer.b1 is not None:
         v = layer.hidden_unit()
-        z = z + (layer.b1[None, :] if exact_constants else bias_in_units(layer.b1, v) * v)
+        z = z + (layer.b1[None, :] if exact_constants else qi.bias_in_units(layer.b1, v) * v)
     hs = layer.hid_steps[:, None]
-    hid = fake_quant(np.maximum(z, 0.0), hs, layer.hid_bits[:, None]) * hs
+    hid = qi.fake_quant(np.maximum(z, 0.0), hs, layer.hid_bits[:, None]) * hs
     w2 = layer.w2_codes.astype(np.float64) * layer.w2_steps[:, None]  # (F_out, H)
     y = hid @ w2.T
-    if layer.b2 is not None:
-        o = layer.out_unit()
-        y = y + (layer.b2[None, :] if exact_constants else bias_in_units(layer.b2, o) * o)
-    if layer.relu:
-        y = np.maximum(y, 0.0)
-    if layer.out_steps is None:
-        return y, np.ones((n, 1))
-    s = as_2d(layer.out_steps, layer.out_scheme)
-    return fake_quant(y, s, as_2d(layer.out_bits, layer.out_scheme)).astype(np.int64), s
+    last = layer.out_steps is None
+    return qi.reference_output(y, layer.b2, layer.out_unit(), exact_constants, layer.relu,
+                               None if last else as_2d(layer.out_steps, layer.out_scheme),
+                               None if last else as_2d(layer.out_bits, layer.out_scheme))
 
 
-GOLDEN = GoldenForward(graph=gin_graph, trace=gin_layer_trace, reference=gin_layer_reference)
+GOLDEN = qi.GoldenForward(graph=gin_graph, trace=gin_layer_trace, reference=gin_layer_reference)
 gin_forward_int = GOLDEN.forward_int  # (model, edge_index, on_overflow="saturate") -> (outputs, logits)
 gin_forward_reference = GOLDEN.forward_reference  # (model, edge_index, exact_constants=True): float64 twin
 

@@ -35,32 +35,32 @@ def integer_model(q) -> QuantizedGIN:
     return QuantizedGIN(x_codes=q["layer0.x_codes"], layers=tuple(layers))
 
 
+def _layer_checks(q, li: int, lay, h, graph) -> tuple[list, dict]:
+    """Layer ``li`` recomputed from its exported parameters: the (name, recomputed, exported) triples, its trace."""
+    p = f"layer{li}."
+    k = gin_constants(lay, graph)
+    t = gin_layer_trace(lay, h, graph, constants=k)
+    checks = [("x_codes", h, q[p + "x_codes"])]
+    if lay.x_scheme == "node":
+        checks += q.packed_checks(p, h)
+    else:
+        flat = packing.unpack_codes(q[p + "x_packed_flat"], uniform_width(lay.x_bits, p + "x_bits"), h.size)
+        checks.append(("x_packed_flat", h, flat.reshape(h.shape)))
+    fixed = q.manifest["layers"][li]["hid_scheme"] == "fixed"  # 16-bit fixed point: no packed layouts
+    for name, codes in (("agg", t["agg"]), ("hid", t["hidden"])):
+        checks.append((f"{name}_codes", codes, q[p + f"{name}_codes"]))
+        checks += [] if name == "hid" and fixed else q.packed_checks(p, codes, name)
+    checks += [("coef", k.coef, q[p + "coef"]), ("agg_mult", k.agg_mult, q[p + "agg_mult"]),
+               ("w1_signed", k.w1_signed, q[p + "w1_signed"]), ("mid_mult", k.mid_mult, q[p + "mid_mult"]),
+               ("lin2_mult", k.lin2_mult, q[p + "lin2_mult"]), ("psum", t["psum"], q[p + "psum"]),
+               ("mid", t["mid"], q[p + "mid"]), ("acc", t["acc"], q[p + "acc"]), ("out", t["out"], q[p + "out"])]
+    return checks, t
+
+
 def verify(q) -> None:
     """Recompute the integer path from the exported parameters and decode every packed layout; raise
     ``ExportError`` naming the first array that disagrees."""
-    model = integer_model(q)
-    graph = gin_graph(q["graph.edge_index"], model.x_codes.shape[0])
-    h = model.x_codes
-    for li, lay in enumerate(model.layers):
-        p = f"layer{li}."
-        k = gin_constants(lay, graph)
-        t = gin_layer_trace(lay, h, graph, constants=k)
-        checks = [("x_codes", h, q[p + "x_codes"])]
-        if lay.x_scheme == "node":
-            checks += q.packed_checks(p, h)
-        else:
-            flat = packing.unpack_codes(q[p + "x_packed_flat"], uniform_width(lay.x_bits, p + "x_bits"), h.size)
-            checks.append(("x_packed_flat", h, flat.reshape(h.shape)))
-        fixed = q.manifest["layers"][li]["hid_scheme"] == "fixed"  # 16-bit fixed point: no packed layouts
-        for name, codes in (("agg", t["agg"]), ("hid", t["hidden"])):
-            checks.append((f"{name}_codes", codes, q[p + f"{name}_codes"]))
-            checks += [] if name == "hid" and fixed else q.packed_checks(p, codes, name)
-        checks += [("coef", k.coef, q[p + "coef"]), ("agg_mult", k.agg_mult, q[p + "agg_mult"]),
-                   ("w1_signed", k.w1_signed, q[p + "w1_signed"]), ("mid_mult", k.mid_mult, q[p + "mid_mult"]),
-                   ("lin2_mult", k.lin2_mult, q[p + "lin2_mult"]), ("psum", t["psum"], q[p + "psum"]),
-                   ("mid", t["mid"], q[p + "mid"]), ("acc", t["acc"], q[p + "acc"]), ("out", t["out"], q[p + "out"])]
-        q.check_recomputed(p, checks)
-        h = t["out"]
+    q.verify_layers(integer_model(q), gin_graph, _layer_checks)
 
 
 def required_arrays(manifest: dict) -> list[str]:

@@ -23,24 +23,14 @@ from torch import nn
 
 from gnn.ops import in_degree
 from quant.archs.sage.integer import QuantizedSAGE, QuantizedSAGELayer
-from quant.convert import check_convertible, learned_per_node, node_layer_input, weight_codes
+from quant.convert import ConvertedModel, check_convertible, learned_per_node, node_layer_input, weight_codes
 
 FN = "to_quantized_sage"
 
 
 @dataclass(frozen=True, kw_only=True)
-class ConvertedSAGE:
-    """The integer model plus what describes it: ``edge_index`` (2, E) and ``in_degree`` (N,) int64 of the graph;
-    ``input_exact``: the first layer's codes reproduce the FP32 features exactly; ``x_schemes``: per layer, where
-    ``x_steps`` come from ("input": derived from FP32 features, "node", "degree"); ``degree_tables``: per layer and
-    quantizer (``"input"`` / ``"aggregate"``) of the degree-aware method, its table (``quant.convert.degree_table``)."""
-
-    model: QuantizedSAGE
-    edge_index: np.ndarray
-    in_degree: np.ndarray
-    input_exact: bool
-    x_schemes: tuple[str, ...]
-    degree_tables: dict[tuple[int, str], dict]
+class ConvertedSAGE(ConvertedModel):
+    """A converted GraphSAGE: ``degree_tables`` keyed (layer, ``"input"`` / ``"aggregate"``)."""
 
 
 def to_quantized_sage(model: nn.Module, x: torch.Tensor, edge_index: torch.Tensor, frac_bits: int = 14,

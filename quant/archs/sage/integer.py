@@ -31,25 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from quant.formats.fixed_point import (
-    aggregate_int,
-    csr_from_edge_index,
-    edge_coefficients,
-    quantize_multiplier,
-    requantize,
-    saturate,
-)
-from quant.integer import (
-    ACC_BITS,
-    GoldenForward,
-    QuantizedModel,
-    bias_in_units,
-    check_codes,
-    check_layer_fields,
-    fake_quant,
-    int_matmul,
-    normalise_dtypes,
-)
+from quant import integer as qi
+from quant.formats import fixed_point as fxp
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,13 +62,13 @@ class QuantizedSAGELayer:
     psum_bits: int = 32
 
     def __post_init__(self) -> None:
-        normalise_dtypes(self, ("x_steps", "agg_steps", "wn_steps", "wr_steps", "bias", "out_steps"),
+        qi.normalise_dtypes(self, ("x_steps", "agg_steps", "wn_steps", "wr_steps", "bias", "out_steps"),
                          ("x_bits", "agg_bits", "out_bits"))
         for name in ("wn_codes", "wr_codes"):
             object.__setattr__(self, name, np.asarray(getattr(self, name), dtype=np.int8))
         n = self.x_steps.shape[0]
         f_out, f_in = self.wn_codes.shape
-        check_layer_fields(
+        qi.check_layer_fields(
             "QuantizedSAGELayer",
             [("x_bits", self.x_bits, (n,)), ("agg_steps", self.agg_steps, (n,)), ("agg_bits", self.agg_bits, (n,)),
              ("wr_codes", self.wr_codes, (f_out, f_in)), ("wn_steps", self.wn_steps, (f_out,)),
@@ -109,7 +92,7 @@ class QuantizedSAGELayer:
         return base[:, None] * 2.0**-self.frac_bits
 
 
-class QuantizedSAGE(QuantizedModel):
+class QuantizedSAGE(qi.QuantizedModel):
     """A SAGE integer model: ``x_codes`` and a tuple of :class:`QuantizedSAGELayer` (see ``QuantizedModel``)."""
 
 
@@ -118,7 +101,7 @@ def sage_graph(edge_index: np.ndarray, num_nodes: int) -> tuple[np.ndarray, np.n
 
     Returns indptr (N+1,), indices (E,) sources, weight (E,) float64 = ``1 / deg_i`` of each slot's destination.
     """
-    indptr, indices, _ = csr_from_edge_index(np.asarray(edge_index, dtype=np.int64), num_nodes)
+    indptr, indices, _ = fxp.csr_from_edge_index(np.asarray(edge_index, dtype=np.int64), num_nodes)
     deg = np.diff(indptr)  # (N,)
     weight = np.repeat(1.0 / np.maximum(deg, 1), deg)
     return indptr, indices, weight
@@ -147,15 +130,15 @@ def sage_constants(layer: QuantizedSAGELayer, graph: tuple) -> SAGEConstants:
     """Edge coefficients, requantization multipliers/shifts and the integer bias of ``layer`` on ``graph``."""
     _, indices, weight = graph
     u = layer.ref_scale
-    coef = edge_coefficients(weight * layer.x_steps[indices] / u, layer.frac_bits)  # (E,)
-    agg_mult, agg_shift = quantize_multiplier(u * 2.0**-layer.frac_bits / layer.agg_steps[:, None])
+    coef = fxp.edge_coefficients(weight * layer.x_steps[indices] / u, layer.frac_bits)  # (E,)
+    agg_mult, agg_shift = fxp.quantize_multiplier(u * 2.0**-layer.frac_bits / layer.agg_steps[:, None])
     unit = layer.out_unit()  # (N, 1)
-    neigh_mult, neigh_shift = quantize_multiplier(layer.agg_steps[:, None] * layer.wn_steps[None, :] / unit)
-    root_mult, root_shift = quantize_multiplier(layer.x_steps[:, None] * layer.wr_steps[None, :] / unit)
-    out_mult, out_shift = quantize_multiplier(2.0**-layer.frac_bits)
+    neigh_mult, neigh_shift = fxp.quantize_multiplier(layer.agg_steps[:, None] * layer.wn_steps[None, :] / unit)
+    root_mult, root_shift = fxp.quantize_multiplier(layer.x_steps[:, None] * layer.wr_steps[None, :] / unit)
+    out_mult, out_shift = fxp.quantize_multiplier(2.0**-layer.frac_bits)
     return SAGEConstants(coef=coef, agg_mult=agg_mult, agg_shift=agg_shift, neigh_mult=neigh_mult,
                          neigh_shift=neigh_shift, root_mult=root_mult, root_shift=root_shift,
-                         bias_int=None if layer.bias is None else bias_in_units(layer.bias, unit),
+                         bias_int=None if layer.bias is None else qi.bias_in_units(layer.bias, unit),
                          out_mult=out_mult, out_shift=out_shift, unit=unit)
 
 
@@ -169,21 +152,22 @@ def sage_layer_trace(layer: QuantizedSAGELayer, x_codes: np.ndarray, graph: tupl
     """
     indptr, indices, _ = graph
     k = constants if constants is not None else sage_constants(layer, graph)
-    check_codes(x_codes, layer.x_bits, "sage_layer_int: x_codes")
-    psum = aggregate_int(indptr, indices, x_codes, k.coef, layer.psum_bits, on_overflow)  # unit U 2^-frac
-    agg = requantize(psum, k.agg_mult, k.agg_shift, layer.agg_bits[:, None])  # (N, F_in)
-    acc_n = saturate(int_matmul(agg, layer.wn_codes), ACC_BITS)  # (N, F_out), unit g_i t^n_f
-    acc_r = saturate(int_matmul(x_codes, layer.wr_codes), ACC_BITS)  # (N, F_out), unit s_i t^r_f
-    acc = (requantize(acc_n, k.neigh_mult, k.neigh_shift, ACC_BITS, on_overflow=on_overflow)
-           + requantize(acc_r, k.root_mult, k.root_shift, ACC_BITS, on_overflow=on_overflow))  # unit v_i
+    qi.check_codes(x_codes, layer.x_bits, "sage_layer_int: x_codes")
+    psum = fxp.aggregate_int(indptr, indices, x_codes, k.coef, layer.psum_bits, on_overflow)  # unit U 2^-frac
+    agg = fxp.requantize(psum, k.agg_mult, k.agg_shift, layer.agg_bits[:, None])  # (N, F_in)
+    acc_n = fxp.saturate(qi.int_matmul(agg, layer.wn_codes), qi.ACC_BITS)  # (N, F_out), unit g_i t^n_f
+    acc_r = fxp.saturate(qi.int_matmul(x_codes, layer.wr_codes), qi.ACC_BITS)  # (N, F_out), unit s_i t^r_f
+    acc = (fxp.requantize(acc_n, k.neigh_mult, k.neigh_shift, qi.ACC_BITS, on_overflow=on_overflow)
+           + fxp.requantize(acc_r, k.root_mult, k.root_shift, qi.ACC_BITS, on_overflow=on_overflow))  # unit v_i
     if k.bias_int is not None:
         acc = acc + k.bias_int
-    acc = saturate(acc, ACC_BITS)
+    acc = fxp.saturate(acc, qi.ACC_BITS)
     if layer.relu:
         acc = np.maximum(acc, 0)
     if layer.out_steps is None:
         return {"psum": psum, "agg": agg, "acc": acc, "out": acc, "unit": k.unit}
-    out = requantize(acc, k.out_mult, k.out_shift, layer.out_bits[:, None])  # clamping codes is the quantizer's clip
+    # clamping codes is the quantizer's clip
+    out = fxp.requantize(acc, k.out_mult, k.out_shift, layer.out_bits[:, None])
     return {"psum": psum, "agg": agg, "acc": acc, "out": out, "unit": layer.out_steps[:, None]}
 
 
@@ -197,26 +181,21 @@ def sage_layer_reference(layer: QuantizedSAGELayer, x_codes: np.ndarray, graph: 
     x = x_codes.astype(np.float64) * layer.x_steps[:, None]  # (N, F_in)
     if not exact_constants:  # the coefficient the integer path applies, as a real edge weight
         u = layer.ref_scale
-        c = edge_coefficients(weight * layer.x_steps[indices] / u, layer.frac_bits) * 2.0**-layer.frac_bits
+        c = fxp.edge_coefficients(weight * layer.x_steps[indices] / u, layer.frac_bits) * 2.0**-layer.frac_bits
         weight = c * u / layer.x_steps[indices]
     dst = np.repeat(np.arange(n), np.diff(indptr))
     mean = np.zeros_like(x)
     np.add.at(mean, dst, weight[:, None] * x[indices])  # (N, F_in)
-    agg = fake_quant(mean, layer.agg_steps[:, None], layer.agg_bits[:, None]) * layer.agg_steps[:, None]
+    agg = qi.fake_quant(mean, layer.agg_steps[:, None], layer.agg_bits[:, None]) * layer.agg_steps[:, None]
     wn = layer.wn_codes.astype(np.float64) * layer.wn_steps[:, None]  # (F_out, F_in)
     wr = layer.wr_codes.astype(np.float64) * layer.wr_steps[:, None]
     h = agg @ wn.T + x @ wr.T  # (N, F_out)
-    if layer.bias is not None:
-        unit = layer.out_unit()
-        h = h + (layer.bias[None, :] if exact_constants else bias_in_units(layer.bias, unit) * unit)
-    if layer.relu:
-        h = np.maximum(h, 0.0)
-    if layer.out_steps is None:
-        return h, np.ones((n, 1))
-    return fake_quant(h, layer.out_steps[:, None], layer.out_bits[:, None]).astype(np.int64), layer.out_steps[:, None]
+    last = layer.out_steps is None
+    return qi.reference_output(h, layer.bias, layer.out_unit(), exact_constants, layer.relu,
+                               None if last else layer.out_steps[:, None], None if last else layer.out_bits[:, None])
 
 
-GOLDEN = GoldenForward(graph=sage_graph, trace=sage_layer_trace, reference=sage_layer_reference)
+GOLDEN = qi.GoldenForward(graph=sage_graph, trace=sage_layer_trace, reference=sage_layer_reference)
 sage_forward_int = GOLDEN.forward_int  # (model, edge_index, on_overflow="saturate") -> (outputs, logits)
 sage_forward_reference = GOLDEN.forward_reference  # (model, edge_index, exact_constants=True): float64 twin
 

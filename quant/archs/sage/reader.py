@@ -28,23 +28,23 @@ def integer_model(q) -> QuantizedSAGE:
     return QuantizedSAGE(x_codes=q["layer0.x_codes"], layers=tuple(layers))
 
 
+def _layer_checks(q, li: int, lay, h, graph) -> tuple[list, dict]:
+    """Layer ``li`` recomputed from its exported parameters: the (name, recomputed, exported) triples, its trace."""
+    p = f"layer{li}."
+    k = sage_constants(lay, graph)
+    t = sage_layer_trace(lay, h, graph, constants=k)
+    checks = [("x_codes", h, q[p + "x_codes"]), *q.packed_checks(p, h), ("coef", k.coef, q[p + "coef"]),
+              ("agg_mult", k.agg_mult, q[p + "agg_mult"]), ("neigh_mult", k.neigh_mult, q[p + "neigh_mult"]),
+              ("root_mult", k.root_mult, q[p + "root_mult"]), ("psum", t["psum"], q[p + "psum"]),
+              ("agg_codes", t["agg"], q[p + "agg_codes"]), ("acc", t["acc"], q[p + "acc"]),
+              ("out", t["out"], q[p + "out"])]
+    return checks, t
+
+
 def verify(q) -> None:
     """Recompute the integer path from the exported parameters and decode both packed layouts; raise
     ``quant.qgraph.ExportError`` naming the first array that disagrees."""
-    model = integer_model(q)
-    graph = sage_graph(q["graph.edge_index"], model.x_codes.shape[0])
-    h = model.x_codes
-    for li, lay in enumerate(model.layers):
-        p = f"layer{li}."
-        k = sage_constants(lay, graph)
-        t = sage_layer_trace(lay, h, graph, constants=k)
-        checks = [("x_codes", h, q[p + "x_codes"]), *q.packed_checks(p, h), ("coef", k.coef, q[p + "coef"]),
-                  ("agg_mult", k.agg_mult, q[p + "agg_mult"]), ("neigh_mult", k.neigh_mult, q[p + "neigh_mult"]),
-                  ("root_mult", k.root_mult, q[p + "root_mult"]), ("psum", t["psum"], q[p + "psum"]),
-                  ("agg_codes", t["agg"], q[p + "agg_codes"]), ("acc", t["acc"], q[p + "acc"]),
-                  ("out", t["out"], q[p + "out"])]
-        q.check_recomputed(p, checks)
-        h = t["out"]
+    q.verify_layers(integer_model(q), sage_graph, _layer_checks)
 
 
 def required_arrays(manifest: dict) -> list[str]:
