@@ -1,7 +1,7 @@
 """Small deterministic GCN workloads for the hw tests (no dataset download, numpy only), and the quant tests'
 model builders for the tests that simulate an export."""
 
-import importlib.util
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -38,17 +38,13 @@ def make_workload():
     return small_workload
 
 
-def quant_test_module(name: str):
-    """The module ``tests/quant/<name>.py`` (its tiny graphs and quantized models); tests are not a package
-    (--import-mode=importlib), so it is loaded from its path."""
-    path = Path(__file__).resolve().parents[1] / "quant" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"_hw_quant_{name}", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.fixture(scope="session")
-def quant_tests():
-    """``quant_tests(name)`` loads ``tests/quant/<name>.py`` (see `quant_test_module`)."""
-    return quant_test_module
+def arch_cases():
+    """``tests/quant/arch_cases.py``: tiny graphs and quantized models of every architecture (tests are not a
+    package, --import-mode=importlib: its folder goes on sys.path, as tests/quant/conftest.py does)."""
+    folder = str(Path(__file__).resolve().parents[1] / "quant")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    import arch_cases
+
+    return arch_cases

@@ -21,8 +21,8 @@ from quant.qgraph import load
 
 
 @pytest.fixture(scope="module")
-def exports(tmp_path_factory, quant_tests):
-    gin, convert = quant_tests("test_integer_gin"), quant_tests("test_convert")
+def exports(tmp_path_factory, arch_cases):
+    gin = convert = arch_cases
     root = tmp_path_factory.mktemp("agg_first")
     graph = gin.tiny_graph(6)
     models = {"gin": gin.quantized_gin(graph, "degree-aware", seed=6),
@@ -92,10 +92,10 @@ def test_combination_cycles_equal_the_closed_form_from_the_exported_codes(export
     assert r["stages"]["combination"]["busy_cycles"] == want
 
 
-def test_weights_over_the_weight_buffer_stream_once_per_batch_of_tiles(tmp_path, quant_tests):
+def test_weights_over_the_weight_buffer_stream_once_per_batch_of_tiles(tmp_path, arch_cases):
     """Weights that do not fit are re-read once per batch of tiles whose matmul inputs fit the combination buffer
     together (not once per tile); counted here from the exported arrays alone."""
-    gin = quant_tests("test_integer_gin")
+    gin = arch_cases
     graph = gin.tiny_graph(7)
     q = load(export_model(gin.quantized_gin(graph, "a2q", seed=7, hidden=64), graph, tmp_path / "wide.qgraph"))
     wl = workload_from_export(q)

@@ -10,8 +10,8 @@ from quant.qgraph import load
 
 
 @pytest.mark.parametrize("method", ["a2q", "degree-aware"])
-def test_export_simulates_bit_exact(tmp_path, quant_tests, method):
-    helpers = quant_tests("test_convert")
+def test_export_simulates_bit_exact(tmp_path, arch_cases, method):
+    helpers = arch_cases
     graph = helpers.tiny_graph(1)
     model = helpers.quantized_model(graph, method, seed=1)
     path = export_model(model, graph, tmp_path / "tiny.qgraph")

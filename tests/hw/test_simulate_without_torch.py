@@ -30,9 +30,9 @@ sys.meta_path.insert(0, _Refuse())
 
 
 @pytest.fixture(scope="module")
-def exports(tmp_path_factory, quant_tests):
+def exports(tmp_path_factory, arch_cases):
     """Tiny GCN, GIN and GraphSAGE exports (written with torch, in this process)."""
-    gin, convert = quant_tests("test_integer_gin"), quant_tests("test_convert")
+    gin = convert = arch_cases
     root = tmp_path_factory.mktemp("no_torch")
     graph = gin.tiny_graph(3)
     models = {"gcn": convert.quantized_model(graph, "a2q", seed=3), "gin": gin.quantized_gin(graph, "a2q", seed=3),

@@ -1,4 +1,4 @@
-"""Puts this folder on sys.path for the shared check of export metrics (`export_metrics`)."""
+"""Puts this folder on sys.path for the shared test helpers (`arch_cases`, `export_metrics`, `toy_arch`)."""
 
 import sys
 from pathlib import Path

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import arch_cases
 import numpy as np
 import pytest
 
@@ -18,20 +19,10 @@ from quant.formats.fixed_point import code_limit
 from quant.qgraph import ExportError, QGraph, load
 
 
-def _sibling(name: str):
-    """Import a sibling test module (pytest runs with --import-mode=importlib: tests are not a package)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(f"_hostile_{name}", Path(__file__).with_name(f"{name}.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.fixture(scope="module")
 def valid(tmp_path_factory):
     """One small valid GCN export (a degree-aware second layer: per-node bits from a degree table)."""
-    helpers = _sibling("test_convert")
+    helpers = arch_cases
     graph = helpers.tiny_graph(3)
     model = helpers.quantized_model(graph, "degree-aware", seed=3)
     return export_model(model, graph, tmp_path_factory.mktemp("valid") / "tiny_gcn.qgraph")

@@ -66,11 +66,14 @@ def test_gcn_graph_matches_gnn_ops_gcn_norm():
         assert a[:2] == b[:2] and a[2] == pytest.approx(b[2], rel=1e-12)
 
 
+XW_SEEDS = [("node", s) for s in range(3)] + [("channel", 100 + s) for s in range(3)]  # per node / per channel XW
+
+
 @pytest.mark.parametrize("agg", [False, True])
-@pytest.mark.parametrize("seed", range(3))
-def test_integer_path_exact_with_power_of_two_scales(seed, agg):
+@pytest.mark.parametrize(("xw_scheme", "seed"), XW_SEEDS)
+def test_integer_path_exact_with_power_of_two_scales(xw_scheme, seed, agg):
     rng = np.random.default_rng(seed)
-    model, ei = make_model(rng, pow2=True, agg=agg), random_graph(rng)
+    model, ei = make_model(rng, pow2=True, agg=agg, xw_scheme=xw_scheme), random_graph(rng)
     outs_i, logits_i = gcn_forward_int(model, ei)
     outs_r, logits_r = gcn_forward_reference(model, ei, exact_constants=False)
     assert np.array_equal(outs_i[0], outs_r[0])
@@ -78,41 +81,64 @@ def test_integer_path_exact_with_power_of_two_scales(seed, agg):
     assert np.array_equal(logits_i, logits_r)  # dyadic values: float64 is exact here
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_integer_path_within_one_step_of_exact_reference(seed):
-    rng = np.random.default_rng(10 + seed)
-    model, ei = make_model(rng, pow2=False), random_graph(rng)
+@pytest.mark.parametrize(("xw_scheme", "seed", "frac_bits"),
+                         [("node", 10 + s, 10) for s in range(4)] + [("channel", 110 + s, 14) for s in range(3)])
+def test_integer_path_within_one_step_of_exact_reference(xw_scheme, seed, frac_bits):
+    rng = np.random.default_rng(seed)
+    model, ei = make_model(rng, pow2=False, xw_scheme=xw_scheme, frac_bits=frac_bits), random_graph(rng)
     outs_i, logits_i = gcn_forward_int(model, ei)
     outs_r, logits_r = gcn_forward_reference(model, ei, exact_constants=True)
-    assert np.abs(outs_i[0] - outs_r[0]).max() <= 1  # hidden codes: within one quantization step
     diff = np.abs(outs_i[0] - outs_r[0])
-    assert diff.mean() < 0.05
+    assert diff.max() <= 1 and diff.mean() < 0.05  # hidden codes: within one quantization step
     # logits: within one XW step of the output layer per element, on the identical hidden codes
     same = np.all(outs_i[0] == outs_r[0], axis=1)
-    tol = model.layers[1].xw_steps.max()
-    assert np.abs(logits_i - logits_r)[same].max() <= tol
+    assert np.abs(logits_i - logits_r)[same].max() <= model.layers[1].xw_steps.max()
 
 
-def test_reference_matches_pyg_gcnconv():
-    """Layer reference (exact constants, no requant at the output) == GCNConv with fake-quant hooks."""
-    rng = np.random.default_rng(5)
+class XWFakeQuant(nn.Module):
+    """The XW fake-quant hook of a GCNConv, with a layer's XW steps and bits."""
+
+    def __init__(self, lay: QuantizedGCNLayer):
+        super().__init__()
+        self.lay = lay
+
+
+class NodeFakeQuant(XWFakeQuant):
+    """Per node (numpy ``fake_quant``)."""
+
+    def forward(self, v):
+        lay = self.lay
+        return torch.as_tensor(fake_quant(v.detach().numpy(), lay.xw_steps[:, None], lay.xw_bits[:, None])
+                               * lay.xw_steps[:, None])
+
+
+class ChannelFakeQuant(XWFakeQuant):
+    """Per channel (A2Q's torch quantizer), what A2Q trains."""
+
+    def forward(self, v):
+        lay = self.lay
+        codes, _ = a2q_quantize(v, torch.as_tensor(lay.xw_steps)[None, :],
+                                torch.as_tensor(lay.xw_bits, dtype=torch.float64)[None, :])
+        return codes * torch.as_tensor(lay.xw_steps)[None, :]
+
+
+@pytest.mark.parametrize(("xw_scheme", "seed", "fake_quant_xw"), [("node", 5, NodeFakeQuant),
+                                                                   ("channel", 121, ChannelFakeQuant)])
+def test_reference_matches_pyg_gcnconv(xw_scheme, seed, fake_quant_xw):
+    """Layer reference (exact constants, no requant at the output) == the project's GCNConv (float64) with the XW
+    fake-quant hook of the scheme."""
+    rng = np.random.default_rng(seed)
     ei = random_graph(rng)
-    lay = make_model(rng, pow2=False).layers[0]
+    lay = make_model(rng, pow2=False, xw_scheme=xw_scheme).layers[0]
     lay_last = QuantizedGCNLayer(**{**lay.__dict__, "out_steps": None, "out_bits": None, "relu": False})
     x_codes = make_model(rng, pow2=False).x_codes
     x_codes = np.clip(x_codes, -((1 << (lay.x_bits - 1)) - 1)[:, None], ((1 << (lay.x_bits - 1)) - 1)[:, None])
     ref, _ = gcn_layer_reference(lay_last, x_codes, gcn_graph(ei, N), exact_constants=True)
-
-    class NodeFakeQuant(nn.Module):
-        def forward(self, v):
-            return torch.as_tensor(fake_quant(v.detach().numpy(), lay.xw_steps[:, None], lay.xw_bits[:, None])
-                                   * lay.xw_steps[:, None])
-
     conv = GCNConv(F0, F1).double()
     with torch.no_grad():
         conv.lin.weight.copy_(torch.as_tensor(lay.w_codes * lay.w_steps[:, None]))
         conv.bias.copy_(torch.as_tensor(lay.bias))
-    conv.q_xw = NodeFakeQuant()
+    conv.q_xw = fake_quant_xw(lay)
     out = conv(torch.as_tensor(x_codes * lay.x_steps[:, None]), torch.as_tensor(ei)).detach().numpy()
     np.testing.assert_allclose(ref, out, rtol=1e-10, atol=1e-12)
 
@@ -146,30 +172,6 @@ def test_layer_validation():
 # ------------------------------------------------------------------ per-channel XW steps (what A2Q trains)
 
 
-@pytest.mark.parametrize("agg", [False, True])
-@pytest.mark.parametrize("seed", range(3))
-def test_channel_xw_exact_with_power_of_two_scales(seed, agg):
-    rng = np.random.default_rng(100 + seed)
-    model, ei = make_model(rng, pow2=True, agg=agg, xw_scheme="channel"), random_graph(rng)
-    outs_i, logits_i = gcn_forward_int(model, ei)
-    outs_r, logits_r = gcn_forward_reference(model, ei, exact_constants=False)
-    assert np.array_equal(outs_i[0], outs_r[0])
-    assert np.count_nonzero(outs_i[0]) > N
-    assert np.array_equal(logits_i, logits_r)
-
-
-@pytest.mark.parametrize("seed", range(3))
-def test_channel_xw_within_one_step_of_exact_reference(seed):
-    rng = np.random.default_rng(110 + seed)
-    model, ei = make_model(rng, pow2=False, xw_scheme="channel", frac_bits=14), random_graph(rng)
-    outs_i, logits_i = gcn_forward_int(model, ei)
-    outs_r, logits_r = gcn_forward_reference(model, ei, exact_constants=True)
-    diff = np.abs(outs_i[0] - outs_r[0])
-    assert diff.max() <= 1 and diff.mean() < 0.05
-    same = np.all(outs_i[0] == outs_r[0], axis=1)
-    assert np.abs(logits_i - logits_r)[same].max() <= model.layers[1].xw_steps.max()
-
-
 def test_channel_psum_unit_and_coefficients():
     """Channel scheme: c_e = round(w_e 2^frac) (no source step), psum of channel f in units u_f 2^-frac."""
     rng = np.random.default_rng(120)
@@ -189,31 +191,6 @@ def test_channel_psum_unit_and_coefficients():
         QuantizedGCNLayer(**{**lay.__dict__, "xw_steps": np.ones(N)})
     with pytest.raises(ValueError, match="unknown xw_scheme"):
         QuantizedGCNLayer(**{**lay.__dict__, "xw_scheme": "row"})
-
-
-def test_channel_reference_matches_pyg_gcnconv():
-    """Per-channel XW fake-quant inside the project's GCNConv (float64) == the layer reference."""
-    rng = np.random.default_rng(121)
-    ei = random_graph(rng)
-    lay = make_model(rng, pow2=False, xw_scheme="channel").layers[0]
-    lay_last = QuantizedGCNLayer(**{**lay.__dict__, "out_steps": None, "out_bits": None, "relu": False})
-    x_codes = make_model(rng, pow2=False).x_codes
-    x_codes = np.clip(x_codes, -((1 << (lay.x_bits - 1)) - 1)[:, None], ((1 << (lay.x_bits - 1)) - 1)[:, None])
-    ref, _ = gcn_layer_reference(lay_last, x_codes, gcn_graph(ei, N), exact_constants=True)
-
-    class ChannelFakeQuant(nn.Module):
-        def forward(self, v):
-            codes, _ = a2q_quantize(v, torch.as_tensor(lay.xw_steps)[None, :],
-                                    torch.as_tensor(lay.xw_bits, dtype=torch.float64)[None, :])
-            return codes * torch.as_tensor(lay.xw_steps)[None, :]
-
-    conv = GCNConv(F0, F1).double()
-    with torch.no_grad():
-        conv.lin.weight.copy_(torch.as_tensor(lay.w_codes * lay.w_steps[:, None]))
-        conv.bias.copy_(torch.as_tensor(lay.bias))
-    conv.q_xw = ChannelFakeQuant()
-    out = conv(torch.as_tensor(x_codes * lay.x_steps[:, None]), torch.as_tensor(ei)).detach().numpy()
-    np.testing.assert_allclose(ref, out, rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("density", [0.0, 0.01, 0.04, 0.3])

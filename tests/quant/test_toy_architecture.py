@@ -4,8 +4,8 @@ entry points as the built-in architectures (the walkthrough of docs/quant.md).""
 
 import numpy as np
 import pytest
+from arch_cases import F_IN, C, tiny_graph
 from export_metrics import check_export_metrics
-from test_convert import F_IN, C, tiny_graph
 from toy_arch import SPEC
 from toy_arch.conv import CONV
 
