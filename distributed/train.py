@@ -35,7 +35,8 @@ from gnn.models import CONVS
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m distributed.train", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--dataset", default="cora")
+    p.add_argument("--dataset", default="cora",
+                   help="a registry name (e.g. cora) or a path to a graph file / folder (docs/datasets.md)")
     p.add_argument("--model", default="gcn", choices=list(CONVS))
     p.add_argument("--parts", type=int, default=0, help="partitions (default: the world size; must equal it)")
     p.add_argument("--partition-method", default="metis", choices=METHODS)

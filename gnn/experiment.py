@@ -37,8 +37,9 @@ def run_jobs(graph: GraphData, seeds: list[int], num_folds: int | None = None) -
 
 
 def run_config(graph: GraphData, model_cfg: ModelConfig, train_cfg: TrainConfig, seeds: list[int]) -> dict:
-    """What config.json records: dataset (with its features and split seed), model and training settings, seeds."""
-    data = {k: graph.info[k] for k in ("features", "split_seed") if k in graph.info}
+    """What config.json records: dataset (with its features and split seed, and for a user file its path and
+    SHA-256), model and training settings, seeds."""
+    data = {k: graph.info[k] for k in ("features", "split_seed", "source", "split", "task") if k in graph.info}
     return {"dataset": graph.name, "task": graph.task, "data": data, "model": asdict(model_cfg),
             "train": asdict(train_cfg), "seeds": list(seeds)}
 

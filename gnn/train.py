@@ -22,7 +22,7 @@ from pathlib import Path
 from gnn import hooks
 from gnn.cli import UsageError
 from gnn.data.loaders import load_dataset
-from gnn.data.registry import FEATURE_PREPROCESSING, DataError, load_registry
+from gnn.data.registry import FEATURE_PREPROCESSING, DataError, dataset_names
 from gnn.experiment import format_table, run_experiment
 from gnn.models import CONVS, build_model
 from gnn.presets import describe, model_and_train_config, with_overrides
@@ -31,9 +31,9 @@ from gnn.trainer import apply_quantization
 
 
 def _dataset_names() -> str:
-    """The registry's names for --help; a broken registry is reported when a dataset is loaded, not here."""
+    """The registries' names for --help; a broken registry is reported when a dataset is loaded, not here."""
     try:
-        return ", ".join(load_registry())
+        return ", ".join(dataset_names())
     except DataError:
         return "the names in datasets/registry.toml (unreadable now: a run names the problem)"
 
@@ -41,7 +41,13 @@ def _dataset_names() -> str:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m gnn.train", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--dataset", default="cora", help=f"one of: {_dataset_names()}")
+    p.add_argument("--dataset", default="cora",
+                   help=f"a registry name ({_dataset_names()}) or a path: a gnn-benchmark .npz, a TUDataset folder, "
+                        "a Facebook100 .mat, a .pt of PyG Data (docs/datasets.md)")
+    p.add_argument("--split", choices=("per-class", "fraction", "masks"),
+                   help="a file's split when it should not be inferred: 20/30 per class (Shchur), 50/25/25 %%, or "
+                        "the file's own masks")
+    p.add_argument("--task", choices=("node", "graph"), help="a file's task when it should not be inferred")
     p.add_argument("--model", default="gcn", help=f"one of: {', '.join(CONVS)}")
     p.add_argument("--seeds", type=int, default=10, help="number of seeds (node tasks; graph tasks use 10 folds)")
     p.add_argument("--first-seed", type=int, default=0)
@@ -107,7 +113,7 @@ def main(argv: list[str] | None = None) -> dict:
         if args.run_dir is not None:  # before the data loads; run_experiment checks again under the lock
             check_run_dir(args.run_dir, resume=args.resume, overwrite=args.overwrite)
         graph = load_dataset(args.dataset, data_root=args.data_root, split_seed=args.split_seed,
-                             features=args.features)
+                             features=args.features, split=args.split, task=args.task)
         recipe = not args.fp32_preset
         model_cfg, train_cfg = model_and_train_config(graph, args.model, args.quant, recipe)
         print(f"preset (gnn/presets.py): {describe(graph, args.model, args.quant, recipe)}", flush=True)

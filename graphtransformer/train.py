@@ -44,7 +44,8 @@ from quant.qat.config import QuantConfig
 def _parse() -> argparse.Namespace:
     defaults = TrainConfig()
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--dataset", default="cora", help="gnn.data.loaders name (node task), e.g. cora, coauthor-cs")
+    p.add_argument("--dataset", default="cora", help="a node-task registry name (e.g. cora, coauthor-cs) or a path to "
+                   "a graph file (docs/datasets.md)")
     p.add_argument("--attention", default=defaults.attention, choices=ATTENTION_CHOICES,
                    help="interleaved = (sparse, sparse, dense) per 3 layers")
     p.add_argument("--layers", type=int, default=defaults.num_layers)

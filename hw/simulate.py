@@ -6,9 +6,10 @@ their golden models aggregate the quantized input: ``hw/aggregate_first.py``); a
 A graph-transformer export (``quant.archs.transformer.export``) is reported tensor by tensor instead: DRAM bytes per
 layout and decoder cycles (``hw.tensor_traffic``).
 
-Builds the workload (a quantized export path, or a dataset / synthetic name: cora, citeseer, pubmed,
-amazon-computers, coauthor-cs, rmat-<scale>, sbm-<nodes>; dataset bitwidths follow hw/workload.py's degree rule),
-simulates it, runs the functional check, prints a summary table and writes ``<out>/<name>_<arch>.json`` + ``.png``.
+Builds the workload (a quantized export path, a dataset name: cora, citeseer, pubmed, amazon-computers,
+coauthor-cs, a synthetic one: rmat-<scale>, sbm-<nodes>, or a path to a graph file (docs/datasets.md); dataset
+bitwidths follow hw/workload.py's degree rule), simulates it, runs the functional check, prints a summary table
+and writes ``<out>/<name>_<arch>.json`` + ``.png``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import json
 from pathlib import Path
 
 from gnn.cli import UsageError
+from gnn.data.registry import DataError
 from hw.config import PRESETS, ConfigError, load_config, preset
 from hw.plots import plot_result
 from hw.report import run_simulation
@@ -73,9 +75,12 @@ def main(argv: list[str] | None = None) -> dict:
         raise UsageError(str(e)) from None
     if args.hidden is not None and args.hidden < 1:
         p.error(f"--hidden {args.hidden}: the hidden width must be >= 1")
-    if not Path(args.workload).exists():
-        wl = workload_from_graph(args.workload, hidden=128 if args.hidden is None else args.hidden,
-                                 order=args.order or "natural")
+    if not _is_export(Path(args.workload)):  # a dataset name, rmat-<scale> / sbm-<nodes>, or a graph file
+        try:
+            wl = workload_from_graph(args.workload, hidden=128 if args.hidden is None else args.hidden,
+                                     order=args.order or "natural")
+        except (DataError, ValueError) as e:  # an unknown name, an unreadable file: one line, exit 2
+            raise UsageError(str(e)) from None
         return _simulate(wl, cfg, args)
     if args.hidden is not None or args.order is not None:
         p.error("--hidden and --order shape dataset workloads; an export keeps its trained widths and node order "
@@ -84,6 +89,11 @@ def main(argv: list[str] | None = None) -> dict:
         return _simulate_export(args, cfg)
     except ExportError as e:
         raise UsageError(str(e)) from None
+
+
+def _is_export(path: Path) -> bool:
+    """A ``.qgraph`` export (a folder named ``*.qgraph`` or holding a manifest), not a graph file or folder."""
+    return path.exists() and (path.suffix == ".qgraph" or (path / "manifest.json").is_file())
 
 
 def _simulate_export(args: argparse.Namespace, cfg) -> dict:

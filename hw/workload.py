@@ -196,7 +196,10 @@ def reorder_graph(x: np.ndarray, edge_index: np.ndarray, order: np.ndarray) -> t
 
 
 def workload_name(name: str, order: str = "natural") -> str:
-    """The name of a dataset workload: the dataset's, with ``+metis`` when its nodes are METIS-ordered."""
+    """The name of a dataset workload: the dataset's (a graph file's: its file name without folders and suffix),
+    with ``+metis`` when its nodes are METIS-ordered."""
+    if "/" in name or "\\" in name or Path(name).exists():
+        name = Path(name).stem or Path(name).name
     return name if order == "natural" else f"{name}+{order}"
 
 

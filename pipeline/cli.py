@@ -16,7 +16,8 @@ from pipeline.steps import STEPS, StepInputMissing, run
 def main(argv: list[str] | None = None) -> PipelineContext:
     p = argparse.ArgumentParser(prog="python -m pipeline", description=pipeline.__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--dataset", default="cora")
+    p.add_argument("--dataset", default="cora",
+                   help="a registry name (e.g. cora) or a path to a graph file / folder (docs/datasets.md)")
     p.add_argument("--model", default="gcn")
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--epochs", type=int, help="override the preset's epochs")

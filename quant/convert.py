@@ -181,7 +181,7 @@ def load_trained(run_dir: Path | str, seed_dir: str | None = None, data_root: st
     ``seed_dir``: which ``seed<S>_fold<K>`` sub-directory (default: the first in sorted order). Raises ValueError
     when best.pt does not match the SHA-256 its ``result.json`` records.
     """
-    from gnn.data.loaders import load_dataset
+    from gnn.data.loaders import load_recorded
     from gnn.models import ModelConfig, build_model
     from quant.qat.api import QuantConfig, quantize_
 
@@ -199,9 +199,7 @@ def load_trained(run_dir: Path | str, seed_dir: str | None = None, data_root: st
     if train.get("quant", "none") not in SUPPORTED_METHODS:
         raise ValueError(f"load_trained: run {run_dir} was trained with quant={train.get('quant')!r}; the export "
                          f"supports {', '.join(SUPPORTED_METHODS)}")
-    data = config.get("data", {})  # the features and split the run was trained on
-    graph = load_dataset(config["dataset"], data_root=data_root, split_seed=data.get("split_seed", 0),
-                         features=data.get("features"))
+    graph = load_recorded(config, data_root=data_root)  # the features and split (and file) it was trained on
     model = build_model(ModelConfig(**config["model"]))
     quantize_(model, QuantConfig(method=train["quant"], target_bits=train["target_bits"],
                                  bits_control=train.get("bits_control", "penalty"),  # runs before it: the penalty

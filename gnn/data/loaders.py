@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pickle
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -129,26 +129,92 @@ def _pubmed_topology(entry: DatasetEntry, root: Path) -> GraphData:
                      info={"note": "features absent (ind.pubmed.allx missing): topology work only"})
 
 
-def load_dataset(name: str, data_root: str | Path | None = None, split_seed: int = 0,
-                 features: str | None = None) -> GraphData:
-    """Load a registered dataset by name (see `gnn.data.registry.load_registry` for the names).
+def is_graph_path(dataset: str | Path) -> bool:
+    """Whether ``--dataset`` names a file or folder (an existing path, or one with a folder part or a suffix) rather
+    than a registry name."""
+    text = str(dataset)
+    return Path(text).exists() or "/" in text or "\\" in text or Path(text).suffix in (".npz", ".mat", ".pt", ".pth")
+
+
+def load_dataset(name: str | Path, data_root: str | Path | None = None, split_seed: int = 0,
+                 features: str | None = None, split: str | None = None, task: str | None = None,
+                 expect_sha256: str | None = None) -> GraphData:
+    """Load a dataset by registry name or from a graph file / folder of the user's.
 
     Args:
-        name: dataset key, e.g. ``"cora"``, ``"coauthor-cs"``, ``"mutag"``; names of synthetic graphs are
-            handled by `gnn.data.synthetic`.
+        name: a dataset key, e.g. ``"cora"``, ``"coauthor-cs"``, ``"mutag"`` (the built-in registry, or a user
+            registry named by ``GNN_REGISTRY``), or a path: a gnn-benchmark ``.npz``, a TUDataset folder, a
+            Facebook100 ``.mat``, a ``.pt`` of PyG ``Data`` (:mod:`gnn.data.graph_files`).
         data_root: explicit data root (``--data-root``); see the registry module for the resolution order.
         split_seed: seed of random splits and folds (the public Planetoid split ignores it).
-        features: ``"raw"`` or ``"row-normalized"`` in place of the registry's preprocessing (None: the registry's).
+        features: ``"raw"`` or ``"row-normalized"`` in place of the registry's preprocessing (None: the registry's;
+            a file's: raw).
+        split, task: a file's split (``"per-class"``, ``"fraction"``, ``"masks"``) and task (``"node"``,
+            ``"graph"``) when it should not be inferred; only for paths.
+        expect_sha256: the digest a run recorded for its file: a file that changed since is refused.
     """
-    entry = get_entry(name)
-    features = entry.features if features is None else features
+    if is_graph_path(name):
+        from gnn.data.graph_files import load_graph_file, source_digest
+
+        if expect_sha256 is not None and Path(name).exists():  # before reading it (a .pt is a pickle)
+            digest = source_digest(name)
+            if digest != expect_sha256:
+                raise DataError(f"{name} changed since the run was trained (sha256 {digest}, the run recorded "
+                                f"{expect_sha256}); use the file the run was trained on")
+        graph = load_graph_file(name, split_seed=split_seed, split=split, task=task)
+        features = "raw" if features is None else features
+        graph.info.update({k: v for k, v in (("split", split), ("task", task)) if v is not None})
+    else:
+        if split is not None or task is not None:
+            raise DataError(f"--split / --task apply to a dataset given by path; {name!r} is a registry name whose "
+                            "split and task the registry fixes")
+        entry = get_entry(str(name))
+        features = entry.features if features is None else features
+        graph = None
     if features not in FEATURE_PREPROCESSING:
         raise ValueError(f"load_dataset: unknown features {features!r}; valid: {', '.join(FEATURE_PREPROCESSING)}")
-    graph = _load_raw_features(entry, ensure_raw(entry.key, data_root), split_seed)
+    if graph is None:
+        graph = _load_raw_features(entry, ensure_raw(entry.key, data_root), split_seed)
     if features == "row-normalized":
         graph.data.x = _row_normalize(graph.data.x)
     graph.info.update(features=features, split_seed=split_seed)  # what a run must record to reload the same data
     return graph
+
+
+def load_graph(data_or_path, *, name: str = "graph", **kwargs) -> GraphData:
+    """A user's graph as a `GraphData`: a path (see :func:`load_dataset`), a PyG ``Data`` (node task) or a list of
+    them (graph task). An object is saved once to the writable cache (``<cache>/user/<name>-<sha256[:16]>.pt``) and
+    loaded from there, so a run trained on it records a file and exports with ``python -m quant.export`` like any
+    other; ``kwargs`` go to :func:`load_dataset` (split_seed, features, split, task)."""
+    if isinstance(data_or_path, (str, Path)):
+        return load_dataset(data_or_path, **kwargs)
+    if not (isinstance(data_or_path, Data) or (isinstance(data_or_path, (list, tuple)) and data_or_path
+                                               and all(isinstance(d, Data) for d in data_or_path))):
+        raise DataError(f"load_graph: got {type(data_or_path).__name__}; give a path, a PyG Data or a list of them")
+    import io
+
+    from gnn.data.registry import cache_dir
+    from gnn.files import sha256_bytes, write_bytes
+
+    buf = io.BytesIO()
+    torch.save(list(data_or_path) if isinstance(data_or_path, tuple) else data_or_path, buf)
+    path = cache_dir() / "user" / f"{name}-{sha256_bytes(buf.getvalue())[:16]}.pt"
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes(path, buf.getvalue())  # atomically: a concurrent reader never sees half a file
+    return load_dataset(path, **kwargs)
+
+
+def load_recorded(config: dict, data_root: str | Path | None = None) -> GraphData:
+    """The dataset a run's ``config.json`` (:func:`gnn.experiment.run_config`) was trained on, with the same features
+    and split; a user file is reloaded from its recorded path and refused if its SHA-256 changed."""
+    data = config.get("data", {})
+    source = data.get("source")
+    if source is not None:
+        return load_dataset(source["path"], split_seed=data.get("split_seed", 0), features=data.get("features"),
+                            split=data.get("split"), task=data.get("task"), expect_sha256=source["sha256"])
+    return load_dataset(config["dataset"], data_root=data_root, split_seed=data.get("split_seed", 0),
+                        features=data.get("features"))
 
 
 def _load_raw_features(entry: DatasetEntry, family_root: Path, split_seed: int) -> GraphData:
@@ -162,4 +228,10 @@ def _load_raw_features(entry: DatasetEntry, family_root: Path, split_seed: int) 
         return _linkx(entry, family_root, split_seed)
     if entry.loader == "pubmed_topology":
         return _pubmed_topology(entry, family_root)
+    if entry.loader == "file":  # a user registry's graph file (gnn.data.graph_files), checksum-verified
+        from gnn.data.graph_files import load_graph_file
+
+        (fname,) = entry.files
+        graph = load_graph_file(family_root.parent / entry.raw_dir / fname, split_seed=split_seed)
+        return replace(graph, name=entry.key)
     raise DataError(f"registry: dataset {entry.key!r} names unknown loader {entry.loader!r}")

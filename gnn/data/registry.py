@@ -3,9 +3,16 @@
 `datasets/registry.toml` lists every dataset with its loader, canonical URLs, the SHA-256 of every raw file,
 its license and its expected counts. This module is the only reader of that folder.
 
+A user adds datasets without touching the checkout: ``GNN_REGISTRY=/path/my.toml`` (several: joined with the path
+separator) names registries of the same format, whose entries join the built-in ones. An entry of a user registry
+that fails validation breaks only itself (asking for it names the field), and may not reuse a built-in name. Its
+``raw_dir`` may also be relative to the user registry's own folder; ``loader = "file"`` reads its one raw file (a
+``.npz``, ``.mat`` or ``.pt``, see ``gnn.data.graph_files``) like ``--dataset <path>``.
+
 Data root resolution (first hit wins):
   1. an explicit ``data_root`` argument (``--data-root``) or the env var ``GNN_DATA_ROOT``;
-  2. the read-only mirror ``../shared/datasets`` beside the checkout, when present;
+  2. the read-only mirror ``../shared/datasets`` beside the checkout, when present (user entries: their
+     registry's folder);
   3. a download from the canonical source.
 Raw files are checksum-verified and copied into the writable cache (``datasets/cache/`` or ``GNN_CACHE_DIR``)
 before PyG processes them. Nothing is ever written into a data root.
@@ -32,6 +39,7 @@ MIRROR_PATH = REPO_ROOT.parent / "shared" / "datasets"
 
 
 FEATURE_PREPROCESSING = ("raw", "row-normalized")
+USER_REGISTRY_ENV = "GNN_REGISTRY"
 
 
 class DataError(RuntimeError):
@@ -60,6 +68,7 @@ class DatasetEntry:
     files: dict[str, str]  # file name -> SHA-256
     note: str = ""
     features: str = "raw"  # "raw" or "row-normalized" (each feature row divided by its sum)
+    base: Path | None = None  # a user registry's folder (another data root for its entries); not a TOML field
 
 
 def load_registry(path: str | Path | None = None) -> dict[str, DatasetEntry]:
@@ -92,12 +101,12 @@ _FIELD_CHECKS = {
 }
 
 
-def _entry(path: Path, key: str, d: object) -> DatasetEntry:
+def _entry(path: Path, key: str, d: object, base: Path | None = None) -> DatasetEntry:
     """One validated `DatasetEntry` from the table ``[datasets.<key>]``."""
     where = f"{path}: dataset {key!r}"
     if not isinstance(d, dict):
         raise DataError(f"{where} must be a table [datasets.{key}]")
-    known = {f.name: f for f in dataclasses.fields(DatasetEntry) if f.name != "key"}
+    known = {f.name: f for f in dataclasses.fields(DatasetEntry) if f.name not in ("key", "base")}
     unknown = sorted(set(d) - set(known))
     if unknown:
         raise DataError(f"{where} has unknown field(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}")
@@ -110,7 +119,7 @@ def _entry(path: Path, key: str, d: object) -> DatasetEntry:
         check, what = _FIELD_CHECKS.get(name, (lambda v: isinstance(v, str), "a string"))
         if not check(value):
             raise DataError(f"{where}: field {name} = {_short(value)} must be {what}")
-    return DatasetEntry(key=key, **{**d, "urls": tuple(d["urls"])})
+    return DatasetEntry(key=key, **{**d, "urls": tuple(d["urls"])}, base=base)
 
 
 def _short(value: object, limit: int = 80) -> str:
@@ -133,12 +142,51 @@ def _is_relative_path(p: str) -> bool:
     return bool(parts) and not Path(p).is_absolute() and ".." not in parts
 
 
+def user_registry_paths() -> list[Path]:
+    """The user registries named by ``GNN_REGISTRY`` (path-separator joined), in order."""
+    return [Path(p) for p in os.environ.get(USER_REGISTRY_ENV, "").split(os.pathsep) if p]
+
+
+def user_entries(builtin: dict[str, DatasetEntry]) -> tuple[dict[str, DatasetEntry], dict[str, str]]:
+    """The valid entries of the user registries, and for each invalid one its one-line error (it breaks only
+    itself). An unreadable user registry file is an error of its own."""
+    entries: dict[str, DatasetEntry] = {}
+    errors: dict[str, str] = {}
+    for path in user_registry_paths():
+        raw = read_toml(path, DataError, f"the user dataset registry ({USER_REGISTRY_ENV})")
+        datasets = raw.get("datasets")
+        if not isinstance(datasets, dict):
+            raise DataError(f"{path} ({USER_REGISTRY_ENV}): no [datasets.<name>] tables")
+        for key, d in datasets.items():
+            if key in builtin:
+                errors[key] = f"{path}: dataset {key!r} is a built-in dataset; give your entry another name"
+                continue
+            try:
+                entries[key] = _entry(path, key, d, base=path.resolve().parent)
+            except DataError as e:
+                errors[key] = str(e)
+    return entries, errors
+
+
+def dataset_names() -> list[str]:
+    """Every name ``--dataset`` takes: the built-in registry's and the user registries' (invalid ones included:
+    asking for one says what is wrong with it)."""
+    builtin = load_registry()
+    user, errors = user_entries(builtin)
+    return [*builtin, *user, *errors]
+
+
 def get_entry(name: str) -> DatasetEntry:
-    """The registry entry for ``name``; an unknown name lists the valid ones."""
+    """The registry entry for ``name`` (built-in or from a user registry); an unknown name lists the valid ones."""
     registry = load_registry()
+    user, errors = user_entries(registry) if user_registry_paths() else ({}, {})
     key = name.lower()
+    if key in errors:
+        raise DataError(errors[key])
+    registry = {**registry, **user}
     if key not in registry:
-        raise DataError(f"unknown dataset {name!r}; valid names: {', '.join(sorted(registry))}")
+        raise DataError(f"unknown dataset {name!r}; valid names: {', '.join(sorted(registry))} (or a path to a graph "
+                        f"file; add names with {USER_REGISTRY_ENV}=<your registry.toml>)")
     return registry[key]
 
 
@@ -215,7 +263,8 @@ def ensure_raw(name: str, data_root: str | Path | None = None) -> Path:
         return cache_dir() / entry.family
 
     looked: list[str] = []
-    for label, root in candidate_roots(data_root):
+    roots = candidate_roots(data_root) + ([("its user registry's folder", entry.base)] if entry.base else [])
+    for label, root in roots:
         looked.append(f"{label}: {root / entry.raw_dir}")
         if _root_has_all(root, entry):
             for fname, digest in entry.files.items():
