@@ -179,12 +179,11 @@ def metis_order(edge_index: np.ndarray, num_nodes: int, part_nodes: int = 256, s
     by part gives tiles that approximately coincide with (or are unions of) METIS parts; part sizes are balanced,
     not exact, so tile and part boundaries drift by a few nodes.
     """
-    import torch
-
-    from gnn.data.partition import partition_nodes
+    from gnn.data.metis import metis_parts
 
     num_parts = max(1, -(-num_nodes // part_nodes))
-    parts = partition_nodes(torch.as_tensor(edge_index), num_nodes, num_parts, "metis", seed).numpy()
+    parts = np.zeros(num_nodes, dtype=np.int64) if num_parts == 1 else metis_parts(edge_index, num_nodes, num_parts,
+                                                                                   seed)
     return np.lexsort((np.arange(num_nodes), parts))  # by part, then by original ID
 
 

@@ -55,10 +55,7 @@ NUMPY_ONLY = (r"quant\.qgraph(\..+)?", r"quant\.formats(\..+)?", r"quant\.intege
 
 # Today's violations: (importing module, imported module, reason, issue). To remove; this list may only shrink:
 # the test fails for a violation not listed here, and for a listed one that no longer occurs.
-ALLOWLIST = (
-    ("hw.workload", "torch", "metis_order hands edge_index to the torch partitioner (dataset workloads only)",
-     "issue 34"),
-)
+ALLOWLIST = ()
 
 
 def _module_name(path: Path) -> str:

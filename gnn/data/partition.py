@@ -9,9 +9,10 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-import numpy as np
 import torch
 from torch import Tensor
+
+from gnn.data.metis import metis_parts
 
 METHODS = ("metis", "random")
 
@@ -41,24 +42,7 @@ def partition_nodes(edge_index: Tensor, num_nodes: int, num_parts: int, method: 
         parts = torch.empty(num_nodes, dtype=torch.long)
         parts[torch.randperm(num_nodes, generator=g)] = torch.arange(num_nodes) % num_parts
         return parts
-    import pymetis
-
-    src, dst = edge_index.cpu().numpy()
-    keep = src != dst
-    src, dst = np.concatenate([src[keep], dst[keep]]), np.concatenate([dst[keep], src[keep]])
-    key = np.unique(src.astype(np.int64) * num_nodes + dst)  # dedupe, sort by (src, dst)
-    src, dst = key // num_nodes, key % num_nodes
-    xadj = np.zeros(num_nodes + 1, dtype=np.int64)
-    np.add.at(xadj, src + 1, 1)
-    xadj = np.cumsum(xadj)
-    opts = pymetis.Options(seed=seed)
-    _, membership = pymetis.part_graph(num_parts, pymetis.CSRAdjacency(xadj, dst), options=opts)
-    parts = torch.as_tensor(np.asarray(membership), dtype=torch.long)
-    sizes = torch.bincount(parts, minlength=num_parts)
-    if (sizes == 0).any():
-        raise RuntimeError(f"partition: METIS left parts empty (sizes {sizes.tolist()}); use method='random' "
-                           "or fewer parts")
-    return parts
+    return torch.as_tensor(metis_parts(edge_index.cpu().numpy(), num_nodes, num_parts, seed), dtype=torch.long)
 
 
 def graph_fingerprint(edge_index: Tensor, num_nodes: int) -> str:
