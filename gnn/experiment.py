@@ -26,36 +26,42 @@ from gnn.trainer import SeedResult, TrainConfig, seed_everything, summarize, tra
 
 
 def run_jobs(graph: GraphData, seeds: list[int], num_folds: int | None = None) -> list[tuple[int, int]]:
-    """(seed, split index) of every run: each seed on split 0 (node tasks), or folds 0..k-1 with seed
-    ``seeds[0] + fold`` (graph tasks; k = ``num_folds``, default every fold)."""
+    """(seed, split index) of every run: each seed on split 0 (node tasks), or for each seed ``s`` the folds
+    0..k-1 with seed ``s + fold`` (graph tasks; k = ``num_folds``, default every fold)."""
     if graph.task != "graph":
+        if num_folds is not None:
+            raise ValueError(f"{graph.name} is a node task with one split; folds apply to graph tasks")
         return [(s, 0) for s in seeds]
     k = len(graph.splits) if num_folds is None else num_folds
-    if k > len(graph.splits):
-        raise ValueError(f"{graph.name} has {len(graph.splits)} folds; {k} were asked for")
-    return [(seeds[0] + fold, fold) for fold in range(k)]
+    if not 1 <= k <= len(graph.splits):
+        raise ValueError(f"{graph.name} has {len(graph.splits)} folds; {k} were asked for (1..{len(graph.splits)})")
+    return [(s + fold, fold) for s in seeds for fold in range(k)]
 
 
-def run_config(graph: GraphData, model_cfg: ModelConfig, train_cfg: TrainConfig, seeds: list[int]) -> dict:
+def run_config(graph: GraphData, model_cfg: ModelConfig, train_cfg: TrainConfig, seeds: list[int],
+               num_folds: int | None = None) -> dict:
     """What config.json records: dataset (with its features and split seed, and for a user file its path and
     SHA-256), model and training settings, seeds."""
     data = {k: graph.info[k] for k in ("features", "split_seed", "source", "split", "task") if k in graph.info}
-    return {"dataset": graph.name, "task": graph.task, "data": data, "model": asdict(model_cfg),
-            "train": asdict(train_cfg), "seeds": list(seeds)}
+    config = {"dataset": graph.name, "task": graph.task, "data": data, "model": asdict(model_cfg),
+              "train": asdict(train_cfg), "seeds": list(seeds)}
+    if num_folds is not None:
+        config["folds"] = num_folds
+    return config
 
 
 def run_experiment(graph: GraphData, model_cfg: ModelConfig, train_cfg: TrainConfig, seeds: list[int],
                    run_dir: Path | None = None, resume: bool = False, progress: bool = True,
-                   overwrite: bool = False) -> dict:
+                   overwrite: bool = False, num_folds: int | None = None) -> dict:
     """Train one model per seed (node tasks) or per fold, with seed ``seeds[0] + fold`` (graph tasks).
 
     ``run_dir`` is locked for the duration; gnn.rundir.RunDirError says why it cannot be used as asked."""
     if not seeds:
         raise ValueError("run_experiment: no seeds; give at least one")
-    jobs = run_jobs(graph, seeds)
+    jobs = run_jobs(graph, seeds, num_folds)
     if not run_dir:
         return _run_jobs(graph, model_cfg, train_cfg, jobs, None, resume, progress)
-    config = run_config(graph, model_cfg, train_cfg, seeds)
+    config = run_config(graph, model_cfg, train_cfg, seeds, num_folds)
     with open_run_dir(Path(run_dir), config, resume=resume, overwrite=overwrite):
         return _run_jobs(graph, model_cfg, train_cfg, jobs, Path(run_dir), resume, progress)
 

@@ -23,7 +23,7 @@ from gnn import hooks
 from gnn.cli import UsageError
 from gnn.data.loaders import load_dataset
 from gnn.data.registry import FEATURE_PREPROCESSING, DataError, dataset_names
-from gnn.experiment import format_table, run_experiment
+from gnn.experiment import format_table, run_experiment, run_jobs
 from gnn.models import CONVS, build_model
 from gnn.presets import describe, model_and_train_config, with_overrides
 from gnn.rundir import RunDirError, check_run_dir
@@ -49,7 +49,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "the file's own masks")
     p.add_argument("--task", choices=("node", "graph"), help="a file's task when it should not be inferred")
     p.add_argument("--model", default="gcn", help=f"one of: {', '.join(CONVS)}")
-    p.add_argument("--seeds", type=int, default=10, help="number of seeds (node tasks; graph tasks use 10 folds)")
+    p.add_argument("--seeds", type=int, default=None,
+                   help="number of seeds (default: node tasks 10; graph tasks 1, each over every fold)")
+    p.add_argument("--folds", type=int, default=None,
+                   help="graph tasks: run the first K of the 10 cross-validation folds (default: all)")
     p.add_argument("--first-seed", type=int, default=0)
     p.add_argument("--epochs", type=int, help="override the preset's epochs")
     p.add_argument("--lr", type=float, help="override the preset's learning rate")
@@ -107,7 +110,7 @@ def main(argv: list[str] | None = None) -> dict:
         raise UsageError(str(e)) from None
     if args.resume and args.run_dir is None:
         raise UsageError("--resume needs --run-dir pointing at the run to continue")
-    if args.seeds < 1:
+    if args.seeds is not None and args.seeds < 1:
         raise UsageError(f"--seeds {args.seeds}: train at least one seed")
     try:
         if args.run_dir is not None:  # before the data loads; run_experiment checks again under the lock
@@ -131,13 +134,15 @@ def main(argv: list[str] | None = None) -> dict:
                                    weight_bits=args.weight_bits, xw_bits=args.xw_bits)
         if train_cfg.quant != "none":  # a quantization setting this model cannot take fails here, before any run
             apply_quantization(build_model(model_cfg), graph, train_cfg)
+        num_seeds = args.seeds if args.seeds is not None else (1 if graph.task == "graph" else 10)
+        seeds = list(range(args.first_seed, args.first_seed + num_seeds))
+        run_jobs(graph, seeds, args.folds)  # --folds out of range, or on a node task: refused before any run
     except (DataError, ValueError) as e:
         raise UsageError(str(e)) from None
     run_dir = args.run_dir or Path("runs") / f"{graph.name}_{args.model}_{args.quant}_{time.strftime('%Y%m%d-%H%M%S')}"
-    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     try:
         out = run_experiment(graph, model_cfg, train_cfg, seeds, run_dir=run_dir, resume=args.resume,
-                             overwrite=args.overwrite, progress=not args.no_progress)
+                             overwrite=args.overwrite, progress=not args.no_progress, num_folds=args.folds)
     except RunDirError as e:  # only the run directory's refusals: any other error keeps its traceback
         raise UsageError(str(e)) from None
     print(format_table([out]))

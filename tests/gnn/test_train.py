@@ -10,7 +10,7 @@ import torch
 from torch_geometric.data import Batch
 
 from gnn.data.loaders import load_dataset
-from gnn.experiment import run_experiment
+from gnn.experiment import run_experiment, run_jobs
 from gnn.models import ModelConfig, build_model
 from gnn.presets import model_and_train_config
 from gnn.trainer import TrainConfig, seed_everything, train_one
@@ -79,6 +79,27 @@ def test_graph_classification_runs_on_folds():
         with torch.no_grad():
             pred = model(batch.x, batch.edge_index, batch.batch).argmax(-1)
         assert reported == int((pred == batch.y).sum()) / idx.numel()
+
+
+def test_graph_tasks_run_every_seed_on_the_first_k_folds(tmp_path):
+    """--seeds S --folds K on a graph task: S x K runs, (seed s + fold, fold); the default keeps one seed over all
+    folds; --folds is refused on a node task and out of range, before any run (exit 2, one line)."""
+    from gnn.train import main
+
+    g = load_dataset("mutag")
+    assert run_jobs(g, [0]) == [(f, f) for f in range(10)]
+    assert run_jobs(g, [3, 4], 2) == [(3, 0), (4, 1), (4, 0), (5, 1)]
+    run = tmp_path / "run"
+    main(["--dataset", "mutag", "--model", "gin", "--seeds", "2", "--folds", "2", "--epochs", "1", "--run-dir",
+          str(run), "--no-progress"])
+    assert sorted(p.name for p in run.glob("seed*_fold*")) == ["seed0_fold0", "seed1_fold0", "seed1_fold1",
+                                                               "seed2_fold1"]
+    assert json.loads((run / "config.json").read_text())["folds"] == 2
+    for argv, says in ((["--dataset", "mutag", "--folds", "11"], "10 folds; 11 were asked for"),
+                       (["--dataset", "cora", "--folds", "2"], "folds apply to graph tasks")):
+        res = subprocess.run([sys.executable, "-m", "gnn.train", *argv, "--model", "gin", "--epochs", "1"],
+                             capture_output=True, text=True, timeout=300)
+        assert res.returncode == 2 and says in res.stderr and "Traceback" not in res.stderr
 
 
 def test_topology_only_dataset_refuses_training():
