@@ -42,7 +42,8 @@ def render_other(name: str, res: dict) -> list[str]:
 # Per result file, the function of the benchmarks package that renders its section ("module.function": most are the
 # `render` of the script that writes the file). A result file named in no stage goes to OTHER_STAGE, at the end.
 STAGES = (
-    ("Data and FP32 training", (("fp32_accuracy", "fp32_accuracy.render"), ("train_speed", "train_speed.render"))),
+    ("Data and FP32 training", (("fp32_accuracy", "fp32_accuracy.render"), ("train_speed", "train_speed.render"),
+                                ("user_graphs", "user_graphs.render"))),
     ("Quantization", (("quant_table", "quant_table.render"), ("quant_defaults", "quant_defaults.render"),
                       ("quant_speed", "quant_speed.render"), ("quant_speed_grid", "quant_speed.render_grid"),
                       ("quant_speed_sparse_input", "quant_speed.render_sparse_input"))),
