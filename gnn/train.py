@@ -35,7 +35,7 @@ def _dataset_names() -> str:
     try:
         return ", ".join(dataset_names())
     except DataError:
-        return "the names in datasets/registry.toml (unreadable now: a run names the problem)"
+        return "the names in gnn/data/registry.toml (unreadable now: a run names the problem)"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

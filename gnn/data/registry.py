@@ -1,7 +1,8 @@
 """The dataset registry: where raw files come from, how they are verified, where they are cached.
 
-`datasets/registry.toml` lists every dataset with its loader, canonical URLs, the SHA-256 of every raw file,
-its license and its expected counts. This module is the only reader of that folder.
+`gnn/data/registry.toml` (shipped inside the package, so a non-editable install has it too) lists every dataset
+with its loader, canonical URLs, the SHA-256 of every raw file, its license and its expected counts. This module is
+its only reader.
 
 A user adds datasets without touching the checkout: ``GNN_REGISTRY=/path/my.toml`` (several: joined with the path
 separator) names registries of the same format, whose entries join the built-in ones. An entry of a user registry
@@ -34,7 +35,7 @@ from gnn.data.toml_file import read_toml
 from gnn.files import sha256_file
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-REGISTRY_PATH = REPO_ROOT / "datasets" / "registry.toml"
+REGISTRY_PATH = Path(__file__).with_name("registry.toml")
 MIRROR_PATH = REPO_ROOT.parent / "shared" / "datasets"
 
 
@@ -52,7 +53,7 @@ class ChecksumError(DataError):
 
 @dataclass(frozen=True, kw_only=True)
 class DatasetEntry:
-    """One dataset of the registry (see datasets/registry.toml for the meaning of each field)."""
+    """One dataset of the registry (see gnn/data/registry.toml for the meaning of each field)."""
 
     key: str
     name: str
@@ -202,8 +203,13 @@ def verify_file(path: Path, expected: str) -> None:
 
 
 def cache_dir() -> Path:
-    """The writable cache: ``GNN_CACHE_DIR`` or ``datasets/cache/`` in the checkout."""
-    return Path(os.environ.get("GNN_CACHE_DIR", REPO_ROOT / "datasets" / "cache"))
+    """The writable cache: ``GNN_CACHE_DIR``; else ``datasets/cache/`` in a checkout; else (an installed package)
+    ``$XDG_CACHE_HOME/gnn-codesign/datasets`` (``~/.cache/...``)."""
+    if os.environ.get("GNN_CACHE_DIR"):
+        return Path(os.environ["GNN_CACHE_DIR"])
+    if (REPO_ROOT / "pyproject.toml").is_file():
+        return REPO_ROOT / "datasets" / "cache"
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gnn-codesign" / "datasets"
 
 
 def candidate_roots(data_root: str | Path | None = None) -> list[tuple[str, Path]]:

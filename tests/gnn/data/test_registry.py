@@ -1,6 +1,7 @@
 """Registry completeness, checksum verification, data-root resolution and error messages."""
 
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -140,3 +141,24 @@ def test_mirror_is_never_written(tmp_path, monkeypatch):
     after = {p: p.stat().st_mtime_ns for p in before}
     assert before == after
     assert not any(p.name == "processed" for _, r in roots for p in r.rglob("processed"))
+
+
+def test_the_registry_ships_inside_the_package():
+    """A non-editable install has the registry (package data), and nothing reads a registry from the checkout."""
+    import importlib.resources
+    import tomllib
+
+    packaged = importlib.resources.files("gnn.data").joinpath("registry.toml")
+    assert packaged.is_file() and Path(str(packaged)) == registry.REGISTRY_PATH
+    pyproject = tomllib.loads((registry.REPO_ROOT / "pyproject.toml").read_text())
+    assert "data/registry.toml" in pyproject["tool"]["setuptools"]["package-data"]["gnn"]
+
+
+def test_outside_a_checkout_the_cache_is_the_users(tmp_path, monkeypatch):
+    monkeypatch.delenv("GNN_CACHE_DIR", raising=False)
+    assert registry.cache_dir() == registry.REPO_ROOT / "datasets" / "cache"  # a checkout: beside the code
+    monkeypatch.setattr(registry, "REPO_ROOT", tmp_path / "site-packages")  # an installed package: no pyproject
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert registry.cache_dir() == tmp_path / "xdg" / "gnn-codesign" / "datasets"
+    monkeypatch.setenv("GNN_CACHE_DIR", str(tmp_path / "mine"))
+    assert registry.cache_dir() == tmp_path / "mine"
