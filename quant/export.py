@@ -46,7 +46,7 @@ def export_model(model: torch.nn.Module, graph, out: Path | str, *, provenance: 
     """Export a quantized GCN (:mod:`quant.convert`), GraphSAGE (:mod:`quant.archs.sage.convert`), GIN
     (:mod:`quant.archs.gin.convert`) or GAT (:mod:`quant.archs.gat.convert`) on ``graph`` (a node-task ``GraphData``) to
     ``out``. ``frac_bits`` None: the converter's default (14; GAT 20, ``quant/FIXED_POINT.md``)."""
-    from quant.qat.api import quant_summary
+    from quant.qat.api import quant_config_of, quant_summary
 
     data = graph.data
     model.eval()
@@ -69,7 +69,7 @@ def export_model(model: torch.nn.Module, graph, out: Path | str, *, provenance: 
     acc_fake, acc_int = accuracy(fake, labels, test), accuracy(logits, labels, test)
     summary = quant_summary(model)
     commit, dirty = git_commit()
-    qcfg = model._quant_cfg  # present: the converters refuse unquantized models
+    qcfg = quant_config_of(model)  # present: the converters refuse unquantized models
     meta = {
         "model": {"arch": cfg.arch, "config": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__},
                   "quant_method": qcfg.method, "target_bits": qcfg.target_bits},

@@ -130,10 +130,19 @@ def _pubmed_topology(entry: DatasetEntry, root: Path) -> GraphData:
 
 
 def is_graph_path(dataset: str | Path) -> bool:
-    """Whether ``--dataset`` names a file or folder (an existing path, or one with a folder part or a suffix) rather
-    than a registry name."""
+    """Whether ``--dataset`` names a file or folder rather than a registry name: a ``Path``, text with a folder part
+    or a graph-file suffix, or an existing path that is not a registry name (a folder ``cora/`` in the working
+    directory does not shadow the dataset ``cora``)."""
+    if isinstance(dataset, Path):
+        return True
     text = str(dataset)
-    return Path(text).exists() or "/" in text or "\\" in text or Path(text).suffix in (".npz", ".mat", ".pt", ".pth")
+    if "/" in text or "\\" in text or Path(text).suffix in (".npz", ".mat", ".pt", ".pth"):
+        return True
+    if not Path(text).exists():
+        return False
+    from gnn.data.registry import dataset_names
+
+    return text.lower() not in dataset_names()
 
 
 def load_dataset(name: str | Path, data_root: str | Path | None = None, split_seed: int = 0,

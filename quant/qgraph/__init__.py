@@ -156,7 +156,7 @@ class QGraph:
         any other architecture."""
         if self.is_graph_transformer:
             raise ExportError(f"{self.path}: a graph-transformer export carries quantized tensors, not a GCN "
-                              "integer path; read its tensors with quant.archs.transformer.export.point_streams or "
+                              "integer path; read its tensors with quant.archs.transformer.reader.point_streams or "
                               "hw.tensor_traffic")
         if self.arch in integer_archs() and self.arch != "gcn":
             raise ExportError(f"{self.path}: a {ARCHS[self.arch].display_name} export, not a GCN; its integer model "

@@ -28,7 +28,6 @@ import numpy as np
 from quant.archs.gat import SPEC
 from quant.archs.gat.convert import ConvertedGAT
 from quant.archs.gat.integer import QuantizedGATLayer, gat_constants, gat_layer_trace
-from quant.archs.gat.reader import ARCH, integer_model, required_arrays, verify  # the reader (numpy only), re-exported
 from quant.formats import packing
 from quant.formats.storage import tensor_storage
 from quant.qgraph.write import bits_histogram, integer_model_arrays
@@ -90,4 +89,4 @@ def layers_meta(conv: ConvertedGAT) -> list[dict]:
             for li, lay in enumerate(conv.model.layers)]
 
 
-__all__ = ["ARCH", "integer_model", "layers_meta", "model_arrays", "required_arrays", "verify"]
+__all__ = ["layers_meta", "model_arrays"]

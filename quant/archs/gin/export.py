@@ -33,13 +33,7 @@ import numpy as np
 from quant.archs.gin import SPEC
 from quant.archs.gin.convert import ConvertedGIN
 from quant.archs.gin.integer import QuantizedGINLayer, gin_constants, gin_layer_trace
-from quant.archs.gin.reader import (  # the reader, re-exported
-    ARCH,
-    integer_model,
-    required_arrays,
-    uniform_width,
-    verify,
-)
+from quant.archs.gin.reader import uniform_width
 from quant.formats import packing
 from quant.formats.storage import fixed_point_storage, tensor_storage
 from quant.qgraph.write import bits_histogram, integer_model_arrays
@@ -125,4 +119,4 @@ def layers_meta(conv: ConvertedGIN) -> list[dict]:
             for li, lay in enumerate(conv.model.layers)]
 
 
-__all__ = ["ARCH", "integer_model", "layers_meta", "model_arrays", "required_arrays", "verify"]
+__all__ = ["layers_meta", "model_arrays"]

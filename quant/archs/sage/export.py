@@ -26,7 +26,6 @@ import numpy as np
 from quant.archs.sage import SPEC
 from quant.archs.sage.convert import ConvertedSAGE
 from quant.archs.sage.integer import QuantizedSAGELayer, sage_constants, sage_layer_trace
-from quant.archs.sage.reader import ARCH, integer_model, required_arrays, verify  # the reader (numpy only), re-exported
 from quant.formats import packing
 from quant.formats.storage import tensor_storage
 from quant.qgraph.write import bits_histogram, integer_model_arrays
@@ -78,4 +77,4 @@ def layers_meta(conv: ConvertedSAGE) -> list[dict]:
             for li, lay in enumerate(conv.model.layers)]
 
 
-__all__ = ["ARCH", "integer_model", "layers_meta", "model_arrays", "required_arrays", "verify"]
+__all__ = ["layers_meta", "model_arrays"]

@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from gnn.ops import in_degree
-from quant.archs.transformer.reader import ARCH, point_streams, required_arrays, verify  # the reader, re-exported
+from quant.archs.transformer.reader import ARCH
 from quant.convert import _step, degree_table, per_node
 from quant.formats import packing
 from quant.qat.a2q import A2QQuantizer
@@ -174,5 +174,4 @@ def export_graph_transformer(qmodel: nn.Module, data, out: Path | str, *, datase
     return write_qgraph(out, arrays, meta, overwrite=overwrite)
 
 
-__all__ = ["ARCH", "export_graph_transformer", "point_streams", "required_arrays", "transformer_arrays",
-           "verify"]
+__all__ = ["export_graph_transformer", "transformer_arrays"]

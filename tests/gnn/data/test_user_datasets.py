@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch_geometric.data import Data
 
-from gnn.data.loaders import load_dataset, load_recorded
+from gnn.data.loaders import is_graph_path, load_dataset, load_recorded
 from gnn.data.registry import USER_REGISTRY_ENV, DataError, dataset_names, get_entry
 from gnn.files import sha256_file
 
@@ -113,3 +113,10 @@ def test_the_accelerator_model_simulates_a_graph_file(tmp_path):
     res = subprocess.run([sys.executable, "-m", "hw.simulate", str(tmp_path / "absent.npz")], cwd=ROOT,
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 2 and "absent.npz: no such file" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_a_folder_named_like_a_dataset_does_not_shadow_it(tmp_path, monkeypatch):
+    (tmp_path / "cora").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert load_dataset("cora").name == "cora"  # the registry's, not the empty folder
+    assert is_graph_path("./cora") and is_graph_path(tmp_path / "cora") and not is_graph_path("cora")
