@@ -8,6 +8,8 @@ import os
 import platform
 from pathlib import Path
 
+import numpy as np
+
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -91,6 +93,13 @@ def train_and_export(train_args: list[str], run_dir: Path, qgraph: Path) -> tupl
     out = train([*train_args, "--run-dir", str(run_dir), "--no-progress"])
     export(["--run", str(run_dir), "--out", str(qgraph)])
     return out, json.loads((qgraph / "manifest.json").read_text())["metrics"]
+
+
+def mean_std(values: list[float]) -> dict:
+    """``{"mean", "std" (sample, ddof 1; 0 for one value), "n"}`` of ``values``: how every benchmark reports a metric
+    over seeds or folds."""
+    a = np.asarray(values, dtype=np.float64)
+    return {"mean": float(a.mean()), "std": float(a.std(ddof=1)) if a.size > 1 else 0.0, "n": int(a.size)}
 
 
 def pm(s: dict) -> str:

@@ -22,7 +22,7 @@ import statistics
 import sys
 import time
 
-from benchmarks._common import load_results, machine, save_results, table_head
+from benchmarks._common import load_results, machine, mean_std, save_results, table_head
 from distributed.codecs import CODECS
 from distributed.halo import ExchangeConfig
 from distributed.launch import spawn
@@ -34,8 +34,7 @@ from gnn.trainer import seed_everything, train_one
 
 
 def _stats(values: list[float]) -> dict:
-    return {"mean": statistics.mean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0,
-            "n": len(values), "values": values}
+    return {**mean_std(values), "values": values}
 
 
 def single_process(args: argparse.Namespace, seed: int) -> dict:

@@ -28,7 +28,7 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from benchmarks._common import load_results, machine, machine_line, pm, save_results, table_head
+from benchmarks._common import load_results, machine, machine_line, mean_std, pm, save_results, table_head
 from gnn.data.loaders import load_dataset
 from gnn.models import build_model
 from gnn.presets import model_and_train_config
@@ -88,9 +88,6 @@ def run_seed(graph, arch: str, method: str, target: float, seed: int, penalty_we
             "integer_seconds": time.perf_counter() - t0}
 
 
-def _stats(values: list[float]) -> dict:
-    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0,
-            "n": len(values)}
 
 
 def summarize_cell(dataset: str, arch: str, method: str, target: float, penalty_weight: float, runs: list[dict],
@@ -98,10 +95,10 @@ def summarize_cell(dataset: str, arch: str, method: str, target: float, penalty_
     deltas = [r["delta_pt"] for r in runs]
     return {"dataset": dataset, "model": arch, "method": method, "target_bits": target, "gin_hidden": gin_hidden,
             "penalty_weight": penalty_weight, "seeds": len(runs),
-            "test_acc_fake_quant": _stats([100 * r["test_acc_fake_quant"] for r in runs]),
-            "test_acc_integer": _stats([100 * r["test_acc_integer"] for r in runs]),
-            "delta_pt": _stats(deltas), "max_abs_delta_pt": max(abs(v) for v in deltas),
-            "avg_bits": _stats([r["avg_bits"] for r in runs]),
+            "test_acc_fake_quant": mean_std([100 * r["test_acc_fake_quant"] for r in runs]),
+            "test_acc_integer": mean_std([100 * r["test_acc_integer"] for r in runs]),
+            "delta_pt": mean_std(deltas), "max_abs_delta_pt": max(abs(v) for v in deltas),
+            "avg_bits": mean_std([r["avg_bits"] for r in runs]),
             "prediction_agreement_min": min(r["prediction_agreement"] for r in runs),
             "within_target": abs(statistics.fmean(deltas)) <= TARGET_GAP_PT, "per_seed": runs}
 

@@ -17,10 +17,9 @@ import argparse
 import json
 import time
 
-import numpy as np
 import torch
 
-from benchmarks._common import QUANT_GRID_NODE, RESULTS, machine, pm, table_head
+from benchmarks._common import QUANT_GRID_NODE, RESULTS, machine, mean_std, pm, table_head
 from gnn.data.loaders import load_dataset
 from gnn.experiment import run_experiment
 from gnn.presets import describe, model_and_train_config, with_overrides
@@ -31,9 +30,6 @@ DEFAULT_GOAL_GAP_PT = 1.5
 GOAL_BITS_DISTANCE = 0.15
 
 
-def _stats(values: list[float]) -> dict:
-    a = np.asarray(values, dtype=np.float64)
-    return {"mean": float(a.mean()), "std": float(a.std(ddof=1)) if a.size > 1 else 0.0}
 
 
 def run_cell(dataset: str, model: str, method: str, target: float, seeds: list[int]) -> dict:
@@ -46,12 +42,12 @@ def run_cell(dataset: str, model: str, method: str, target: float, seeds: list[i
         t0 = time.perf_counter()
         res = run_experiment(graph, model_cfg, train_cfg, seeds, progress=False)
         runs = res["per_run"]
-        out[quant] = {"test_acc": _stats([100 * r["test_acc"] for r in runs]),
-                      "val_acc": _stats([100 * r["val_acc"] for r in runs]),
+        out[quant] = {"test_acc": mean_std([100 * r["test_acc"] for r in runs]),
+                      "val_acc": mean_std([100 * r["val_acc"] for r in runs]),
                       "per_seed_test": [100 * r["test_acc"] for r in runs], "seconds": time.perf_counter() - t0,
                       "preset": describe(graph, model, quant)}
         if quant != "none":
-            out[quant]["avg_bits"] = _stats([r["quant_summary"]["avg_bits"] for r in runs])
+            out[quant]["avg_bits"] = mean_std([r["quant_summary"]["avg_bits"] for r in runs])
     q, fp32 = out[method], out["none"]
     gap = q["test_acc"]["mean"] - fp32["test_acc"]["mean"]
     bits = q["avg_bits"]["mean"]

@@ -8,8 +8,8 @@ taken from the dataset cache by path, each also trained by name on the same seed
 must be equal); and a seeded stochastic-block-model graph written by this script as a .npz and as a .pt. Per
 graph: GCN test accuracy FP32 and A2Q (validation-selected, mean +- std over seeds 0..n-1), the learned bits, the
 integer path of the first seed's export against its fake-quant model, the export's bytes against FP32, and MEGA
-against the HyGCN-like baseline (cycles, DRAM bytes) on that export. Graph-level tasks stop at training (their
-export is not built yet, issue 35). Writes benchmarks/results/user_graphs.json.
+against the HyGCN-like baseline (cycles, DRAM bytes) on that export. Graph classification through the same chain:
+``benchmarks/graph_level_chain.py``. Writes benchmarks/results/user_graphs.json.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from benchmarks._common import RESULTS, machine, machine_line, pm, save_json, table_head, table_row
+from benchmarks._common import RESULTS, machine, machine_line, mean_std, pm, save_json, table_head, table_row
 from gnn.data.loaders import load_dataset
 from gnn.data.registry import cache_dir, ensure_raw, get_entry
 from gnn.data.synthetic import sbm_graph
@@ -66,15 +66,12 @@ def _train(graph, quant: str, seeds: list[int], run_dir: Path | None) -> dict:
         train_cfg = with_overrides(train_cfg, target_bits=TARGET_BITS)
     out = run_experiment(graph, model_cfg, train_cfg, seeds, run_dir=run_dir, progress=False)
     runs = out["per_run"]
-    res = {"test_acc": _stats([100 * r["test_acc"] for r in runs]), "per_seed_test": [r["test_acc"] for r in runs]}
+    res = {"test_acc": mean_std([100 * r["test_acc"] for r in runs]), "per_seed_test": [r["test_acc"] for r in runs]}
     if quant != "none":
-        res["avg_bits"] = _stats([r["quant_summary"]["avg_bits"] for r in runs])
+        res["avg_bits"] = mean_std([r["quant_summary"]["avg_bits"] for r in runs])
     return res
 
 
-def _stats(values: list[float]) -> dict:
-    a = np.asarray(values, dtype=np.float64)
-    return {"mean": float(a.mean()), "std": float(a.std(ddof=1)) if a.size > 1 else 0.0}
 
 
 def _export_and_simulate(run_dir: Path, out: Path) -> dict:
