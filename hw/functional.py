@@ -18,6 +18,7 @@ from hw.layout import FeatureLayout
 from quant.archs.gcn.integer import gcn_graph, gcn_layer_int
 from quant.formats.adaptive_package import decode
 from quant.integer import int_matmul_macs
+from quant.readout import graph_forward_int
 
 
 class FunctionalMismatch(AssertionError):
@@ -66,7 +67,27 @@ def _check_aggregate_first(lt, codes: np.ndarray, graph: tuple, li: int, max_mac
 
 def check_workload(workload, layouts: list[FeatureLayout | None] | None = None, max_macs: float = 1e9
                    ) -> list[str]:
-    """Check every layer; ``layouts[l]`` = the simulated input layout of layer ``l`` (its AP stream is decoded)."""
+    """Check every layer; ``layouts[l]`` = the simulated input layout of layer ``l`` (its AP stream is decoded). A
+    graph classifier's workload also checks its readout: ``"readout bit-exact"`` last."""
+    modes = _check_layers(workload, layouts, max_macs)
+    if getattr(workload, "readout", None) is not None:
+        modes.append(_check_readout(workload))
+    return modes
+
+
+def _check_readout(workload) -> str:
+    """The golden readout (pooling and head, :mod:`quant.readout`) over the layers' integer accumulators reproduces
+    the exported graph logits exactly."""
+    ro = workload.readout
+    _, r = graph_forward_int(ro.golden, workload.model, ro.readout, workload.edge_index, ro.graph_ptr)
+    raise_on_difference(r["logits"], ro.logits, FunctionalMismatch,
+                        f"readout: logits shape {r['logits'].shape} != exported {ro.logits.shape}",
+                        lambda g, c, n: f"readout: logits differ at graph {g}, class {c}: {r['logits'][g, c]} != "
+                                        f"exported {ro.logits[g, c]} ({n} mismatches)")
+    return "readout bit-exact"
+
+
+def _check_layers(workload, layouts: list[FeatureLayout | None] | None, max_macs: float) -> list[str]:
     modes = []
     if workload.layers and isinstance(workload.layers[0], AggregateFirstLayer):
         graph = golden_graph(workload.layers[0].arch, workload.edge_index, workload.num_nodes)

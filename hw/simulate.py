@@ -1,6 +1,7 @@
 """``python -m hw.simulate <export-or-dataset> --arch mega|hygcn|gcnax [--config my_arch.toml]``.
 
-GCN, GIN and GraphSAGE exports simulate layer by layer (GIN and GraphSAGE aggregation-first on every preset, because
+GCN, GIN and GraphSAGE exports simulate layer by layer (a graph classifier's export: its batch of graphs as one
+block-diagonal graph, then its readout checked bit-exact) (GIN and GraphSAGE aggregation-first on every preset, because
 their golden models aggregate the quantized input: ``hw/aggregate_first.py``); a GAT export is refused.
 
 A graph-transformer export (``quant.archs.transformer.export``) is reported tensor by tensor instead: DRAM bytes per
@@ -46,6 +47,10 @@ def summary(result: dict) -> str:
     lines.append("buffer hit rates: " + ", ".join(f"{k} {b['hit_rate']:.2f}" for k, b in result["buffers"].items()
                                                    if b["lookups"]))
     lines.append(f"energy {result['energy_pj']['total'] / 1e6:.3f} uJ (DRAM {result['energy_pj']['dram'] / 1e6:.3f})")
+    if "readout" in result:
+        r = result["readout"]
+        lines.append(f"readout of {r['num_graphs']} graphs (pooling and head, quant.readout): {r['pool_adds']} adds, "
+                     f"{r['head_macs']} MACs; checked, not timed (cycles above are the layers')")
     return "\n".join(lines)
 
 

@@ -17,6 +17,7 @@ runs the integer path against them.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,6 +58,26 @@ class LayerTensors:
 
 
 @dataclass(frozen=True, kw_only=True)
+class GraphReadout:
+    """The readout of a graph classifier's export (:mod:`quant.readout`), run after the layers: ``readout``
+    (``QuantizedReadout``), ``graph_ptr`` (G+1,) the batch's graphs, ``golden`` the architecture's
+    ``GoldenForward``, ``logits`` (G, C) the exported integer logits."""
+
+    readout: object
+    graph_ptr: np.ndarray
+    golden: object
+    logits: np.ndarray
+
+    def ops(self) -> dict[str, int]:
+        """Integer operations: pooling adds (every readout value of every node) and head multiply-accumulates."""
+        n = int(self.graph_ptr[-1])
+        g = int(self.graph_ptr.size - 1)
+        widths = [lin.w_codes.shape[1] for lin in self.readout.linears]
+        pooled = sum(widths) if self.readout.head == "linear-sum" else widths[0]
+        return {"pool_adds": n * pooled, "head_macs": g * sum(lin.w_codes.size for lin in self.readout.linears)}
+
+
+@dataclass(frozen=True, kw_only=True)
 class Workload:
     """A graph (destination-major CSR of the edges the layers aggregate: GCN and GIN with a self loop per node,
     GraphSAGE without) and its layers: :class:`LayerTensors` (GCN) or :class:`hw.aggregate_first.AggregateFirstLayer`
@@ -70,6 +91,7 @@ class Workload:
     edge_index: np.ndarray
     layers: tuple
     self_loops: bool = True  # the CSR holds one self loop per node (GCN, GIN; GraphSAGE's mean does not)
+    readout: GraphReadout | None = None  # a graph classifier's export: its pooling and head after the layers
 
     @property
     def num_nodes(self) -> int:
@@ -158,6 +180,8 @@ def _graph_features(name: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
     else:
         from gnn.data.loaders import load_dataset
         g = load_dataset(name)
+        if g.task == "graph":  # a graph-classification dataset: all its graphs as one block-diagonal graph
+            return _block_diagonal(g.graphs)
     ei = g.data.edge_index.numpy()
     n = int(g.data.num_nodes)
     if getattr(g.data, "x", None) is None:  # topology only: seeded sparse binary bag-of-words, 500 features
@@ -166,6 +190,18 @@ def _graph_features(name: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
     else:
         x = g.data.x.numpy().astype(np.float64)
     return x, ei
+
+
+def _block_diagonal(graphs) -> tuple[np.ndarray, np.ndarray]:
+    """(x (N, F) float64, edge_index (2, E)) of the disjoint union of ``graphs`` (each a PyG ``Data``), in order:
+    how a batch of graphs runs on the accelerator (and how ``quant.export`` exports a graph classifier's test
+    graphs)."""
+    xs, eis, offset = [], [], 0
+    for d in graphs:
+        xs.append(d.x.numpy().astype(np.float64))
+        eis.append(d.edge_index.numpy() + offset)
+        offset += int(d.num_nodes)
+    return np.concatenate(xs), np.concatenate(eis, axis=1)
 
 
 ORDERS = ("natural", "metis")
@@ -229,7 +265,16 @@ def workload_from_export(source) -> Workload:
     else:
         q, path = source, Path(source.path)
     check_arch(q.arch, f"hw.workload: {path}")  # an unknown arch is never simulated as a GCN
-    name = str(q.manifest.get("name", Path(path).stem))
+    wl = _layers_workload(q, str(q.manifest.get("name", Path(path).stem)))
+    if not q.is_graph_level:
+        return wl
+    readout = GraphReadout(readout=q.readout(), graph_ptr=np.asarray(q["graph.graph_ptr"]),
+                           golden=ARCHS[q.arch].module("integer").GOLDEN, logits=np.asarray(q["logits"]))
+    return dataclasses.replace(wl, readout=readout)
+
+
+def _layers_workload(q, name: str) -> Workload:
+    """The layers of an export as a workload (GCN; GIN and GraphSAGE aggregation-first)."""
     if q.arch in AGGREGATE_FIRST:
         return _aggregate_first_workload(q, name)
     model = q.to_quantized_gcn()

@@ -18,6 +18,7 @@ from quant.integer import QuantizedModel, fake_quant
 from quant.qat.a2q import A2QQuantizer
 from quant.qat.degree_aware import bucket_degree_ranges, degree_bucket
 from quant.qat.quantizers import STEP_EPS, a2q_quantize
+from quant.readout import QuantizedReadout, ReadoutLinear
 
 SUPPORTED_METHODS = ("a2q", "degree-aware")
 INPUT_FALLBACK_BITS = 8
@@ -41,8 +42,10 @@ class ConvertedModel:
     degree_tables: dict
 
 
-def check_convertible(model: nn.Module, arch: str, fn: str) -> None:
-    """Refuse, with what to do, a model ``fn`` (a converter) cannot turn into an integer model of ``arch``."""
+def check_convertible(model: nn.Module, arch: str, fn: str, graph_level: bool = False) -> None:
+    """Refuse, with what to do, a model ``fn`` (a converter) cannot turn into an integer model of ``arch``.
+    ``graph_level``: the converter also takes graph classifiers and batch norms between layers (folded into each
+    layer's last linear map, :func:`fold_affine`)."""
     cfg = getattr(model, "cfg", None)
     qcfg = getattr(model, "_quant_cfg", None)
     if cfg is None or getattr(cfg, "arch", None) != arch:
@@ -50,10 +53,14 @@ def check_convertible(model: nn.Module, arch: str, fn: str) -> None:
                                for s in integer_archs().values())
         raise ValueError(f"{fn}: this converter takes arch={arch!r} ({converters}); got arch="
                          f"{getattr(cfg, 'arch', None)!r}")
-    if cfg.pool != "none" or cfg.norm != "none" or cfg.residual:
+    if graph_level and (cfg.norm not in ("none", "batch") or cfg.residual):
+        raise ValueError(f"{fn}: need a model without layer norm or residual (norm='none' or 'batch', "
+                         f"residual=False); got norm={cfg.norm!r}, residual={cfg.residual}")
+    if not graph_level and (cfg.pool != "none" or cfg.norm != "none" or cfg.residual):
+        graph = "; graph classifiers export as GCN or GIN" if cfg.pool != "none" else ""
         raise ValueError(f"{fn}: need a node-task model without norm or residual (pool='none', "
                          f"norm='none', residual=False); got pool={cfg.pool!r}, norm={cfg.norm!r}, "
-                         f"residual={cfg.residual}")
+                         f"residual={cfg.residual}{graph}")
     if qcfg is None:
         raise ValueError(f"{fn}: the model is not quantized; call quant.qat.api.quantize_ (or load_trained) first")
     if qcfg.method not in SUPPORTED_METHODS:
@@ -71,9 +78,15 @@ def per_node(q: A2QQuantizer, in_deg: torch.Tensor, who: str) -> tuple[np.ndarra
     if q.scheme == "degree":
         idx = degree_bucket(in_deg, q.num_buckets, q.bucket_scheme)
         steps, bits = steps[idx], bits[idx]
+    elif q.scheme == "nns":  # the pool entry each node picked in the model's eval forward on this graph
+        idx = q.last_selection
+        if idx is None or idx.numel() != in_deg.numel():
+            raise ValueError(f"{who}: a Nearest Neighbor (NNS) quantizer's per-node steps are its selection on the "
+                             f"exported graph; run the model in eval mode on those {in_deg.numel()} nodes first")
+        steps, bits = steps[idx.cpu()], bits[idx.cpu()]
     elif q.scheme != "node":
-        raise ValueError(f"{who} uses scheme {q.scheme!r}; per-node values exist for the "
-                         f"schemes 'node' and 'degree' (NNS selection depends on each input, graph tasks only)")
+        raise ValueError(f"{who} uses scheme {q.scheme!r}; per-node values exist for the schemes 'node', 'degree' "
+                         "and 'nns'")
     return steps.double().cpu().numpy(), bits.long().cpu().numpy()
 
 
@@ -125,6 +138,42 @@ def node_layer_input(q: nn.Module, li: int, x: np.ndarray, in_deg: torch.Tensor,
                                                                (li, "input")), "node"))
 
 
+def norm_affine(norm: nn.Module, width: int, who: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(alpha, shift)`` (width,) float64 with ``norm(y) = alpha y + shift``: an eval-mode ``BatchNorm1d``
+    (``alpha = gamma / sqrt(var + eps)``, ``shift = beta - alpha mu``) or the identity (ones, zeros)."""
+    if isinstance(norm, nn.Identity):
+        return np.ones(width), np.zeros(width)
+    if not isinstance(norm, nn.BatchNorm1d) or norm.running_mean is None or norm.training:
+        raise ValueError(f"{who} must be a batch norm in eval mode with running statistics (call model.eval(); "
+                         f"track_running_stats=True) or the identity; got {norm}")
+    var, mu = norm.running_var.detach().double().cpu().numpy(), norm.running_mean.detach().double().cpu().numpy()
+    alpha = 1.0 / np.sqrt(var + norm.eps)
+    beta = np.zeros_like(alpha)
+    if norm.affine:
+        alpha = alpha * norm.weight.detach().double().cpu().numpy()
+        beta = norm.bias.detach().double().cpu().numpy()
+    return alpha, beta - alpha * mu
+
+
+def fold_affine(codes: np.ndarray, steps: np.ndarray, bias: np.ndarray | None, alpha: np.ndarray,
+                shift: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """A per-output-channel affine map ``alpha y + shift`` after ``y = x (codes * steps)^T + bias`` folded into the
+    linear map: codes (C, F) with the sign of ``alpha`` (symmetric codes: exact), steps ``steps |alpha|``, bias
+    ``alpha bias + shift`` (None when both are zero). Exact in real arithmetic, so the fake-quant model (quantizer,
+    then the norm) and the folded integer layer compute the same values."""
+    if np.all(alpha == 1.0) and np.all(shift == 0.0):
+        return codes, steps, bias
+    signed = (np.where(alpha < 0, -1, 1)[:, None] * codes.astype(np.int64)).astype(codes.dtype)
+    new_bias = alpha * (0.0 if bias is None else bias) + shift
+    return signed, steps * np.abs(alpha), new_bias
+
+
+def graph_level(model: nn.Module) -> bool:
+    """Whether ``model`` classifies graphs (``pool`` "sum" / "mean"): every layer is hidden, with its norm and
+    activation, and the readout (``quant.readout``) follows."""
+    return getattr(model.cfg, "pool", "none") != "none"
+
+
 def degree_table(q: A2QQuantizer) -> dict:
     """The learned table of a degree-aware quantizer (see `ConvertedGCN`)."""
     ranges = bucket_degree_ranges(q.num_buckets, q.bucket_scheme)
@@ -162,6 +211,22 @@ def input_codes(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool
     bits = np.where(m == 0, 1, np.where(ternary, 2, INPUT_FALLBACK_BITS)).astype(np.int64)
     codes = fake_quant(x, steps[:, None], bits[:, None]).astype(np.int8)
     return codes, steps, bits, bool(ternary[m > 0].all())
+
+
+def to_quantized_readout(model: nn.Module) -> QuantizedReadout:
+    """The integer readout (:mod:`quant.readout`) of a graph classifier: its pool and head, the head's weights as
+    their quantizers' codes (``readout_heads`` of a ``"linear-sum"`` head, ``head[0]`` and ``head[3]`` of an
+    ``"mlp"`` one)."""
+    from gnn.conv.linear import Linear
+
+    cfg = model.cfg
+    lins = list(model.readout_heads) if cfg.head == "linear-sum" else [m for m in model.head if isinstance(m, Linear)]
+    parts = []
+    for i, lin in enumerate(lins):
+        codes, steps, bits = weight_codes(lin, f"to_quantized_readout: head linear {i}")
+        parts.append(ReadoutLinear(w_codes=codes, w_steps=steps, w_bits=bits,
+                                   bias=None if lin.bias is None else lin.bias.detach().double().cpu().numpy()))
+    return QuantizedReadout(pool=cfg.pool, head=cfg.head, readout_input=cfg.readout_input, linears=tuple(parts))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -21,6 +21,7 @@ import pickle
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from gnn.cli import UsageError
@@ -41,41 +42,100 @@ from quant.qgraph.write import (
 )
 
 
+def _model_inputs(model: torch.nn.Module, graph, fold: int) -> dict:
+    """What the export runs the model on, with the fake-quant model's outputs (its eval forward also fixes the
+    per-node choices of NNS quantizers, ``quant.convert.per_node``). Node tasks: the whole graph, node labels and
+    the test nodes. Graph tasks: the test graphs of split ``fold`` as one block-diagonal graph (``graph_ptr``
+    (G+1,) delimits each graph's nodes), graph labels, every graph a test graph."""
+    from gnn.data.batching import GraphBatcher
+
+    model.eval()
+    if graph.task == "graph":
+        test = graph.splits[fold].test
+        batch = next(iter(GraphBatcher(graph.graphs, test, batch_size=int(test.numel()))))
+        x, edge_index = batch.x, batch.edge_index
+        with torch.no_grad():
+            fake = model(x, edge_index, batch.batch)
+        counts = torch.bincount(batch.batch, minlength=batch.num_graphs)
+        ptr = torch.cat([counts.new_zeros(1), counts.cumsum(0)]).numpy()
+        return {"x": x, "edge_index": edge_index, "fake": fake.double().numpy(), "labels": batch.y.numpy(),
+                "test": np.arange(batch.num_graphs), "graph_ptr": ptr, "dataset_graphs": test.numpy()}
+    data = graph.data
+    with torch.no_grad():
+        fake = model(data.x, data.edge_index)  # the model as trained (float32)
+    return {"x": data.x.to_dense() if data.x.is_sparse else data.x,  # the converters take dense features
+            "edge_index": data.edge_index, "fake": fake.double().numpy(), "labels": data.y.cpu().numpy(),
+            "test": graph.splits[0].test.cpu().numpy(), "graph_ptr": None}
+
+
+def _readout_arrays(model: torch.nn.Module, arch, conv, graph_ptr: np.ndarray, labels: np.ndarray
+                    ) -> tuple[dict, dict]:
+    """The readout of a graph classifier (``quant.readout``): its head weights, per-readout pooled sums, the head's
+    hidden values and the graph logits; and its manifest entry."""
+    from quant.convert import to_quantized_readout
+    from quant.readout import POOL_BITS, graph_forward_int
+
+    ro = to_quantized_readout(model)
+    _, r = graph_forward_int(arch.module("integer").GOLDEN, conv.model, ro, conv.edge_index, graph_ptr)
+    arrays = {"graph.graph_ptr": np.asarray(graph_ptr, dtype=np.int64),
+              "graph.graph_labels": np.asarray(labels, dtype=np.int64), "logits": r["logits"]}
+    for i, lin in enumerate(ro.linears):
+        p = f"readout.linear{i}."
+        arrays |= {p + "w_codes": lin.w_codes, p + "w_steps": lin.w_steps}
+        if lin.bias is not None:
+            arrays[p + "bias"] = lin.bias
+    arrays |= {f"readout.{k}": v for k, v in r.items() if k != "logits"}
+    meta = {"pool": ro.pool, "head": ro.head, "readout_input": ro.readout_input, "pool_bits": POOL_BITS,
+            "num_graphs": int(len(graph_ptr) - 1), "num_readouts": len(model.convs) + int(ro.readout_input),
+            "linears": [{"in_dim": int(lin.w_codes.shape[1]), "out_dim": int(lin.w_codes.shape[0]),
+                         "w_bits": lin.w_bits, "has_bias": lin.bias is not None} for lin in ro.linears]}
+    return arrays, meta
+
+
 def export_model(model: torch.nn.Module, graph, out: Path | str, *, provenance: dict | None = None,
-                 frac_bits: int | None = None, psum_bits: int = 32, overwrite: bool = False) -> Path:
+                 frac_bits: int | None = None, psum_bits: int = 32, overwrite: bool = False, fold: int = 0) -> Path:
     """Export a quantized GCN (:mod:`quant.convert`), GraphSAGE (:mod:`quant.archs.sage.convert`), GIN
-    (:mod:`quant.archs.gin.convert`) or GAT (:mod:`quant.archs.gat.convert`) on ``graph`` (a node-task ``GraphData``) to
-    ``out``. ``frac_bits`` None: the converter's default (14; GAT 20, ``quant/FIXED_POINT.md``)."""
+    (:mod:`quant.archs.gin.convert`) or GAT (:mod:`quant.archs.gat.convert`) on ``graph`` (``GraphData``) to
+    ``out``. ``frac_bits`` None: the converter's default (14; GAT 20, ``quant/FIXED_POINT.md``).
+
+    A graph classifier (GCN or GIN with ``pool`` "sum" / "mean") exports the test graphs of split ``fold`` as one
+    block-diagonal graph plus its integer readout (:mod:`quant.readout`): ``graph.graph_ptr``,
+    ``graph.graph_labels``, ``readout.*`` and ``logits`` per graph."""
     from quant.qat.api import quant_config_of, quant_summary
 
-    data = graph.data
-    model.eval()
-    test = graph.splits[0].test.cpu().numpy()
-    labels = data.y.cpu().numpy()
-    with torch.no_grad():
-        fake = model(data.x, data.edge_index).detach().double().cpu().numpy()  # the model as trained (float32)
-    x = data.x.to_dense() if data.x.is_sparse else data.x  # the converters take dense features
     cfg = model.cfg
     if cfg.arch not in integer_archs():
         raise ExportError(f"export: no integer path for architecture {cfg.arch!r}; exportable: "
                           f"{', '.join(integer_archs())} (quant.archs)")
+    inp = _model_inputs(model, graph, fold)
+    graph_level = inp["graph_ptr"] is not None
     arch = ARCHS[cfg.arch]
-    conv = arch.convert(model, x, data.edge_index, psum_bits=psum_bits,
+    conv = arch.convert(model, inp["x"], inp["edge_index"], psum_bits=psum_bits,
                         **({} if frac_bits is None else {"frac_bits": frac_bits}))
     writer = arch.module("export")
-    arrays, per_layer = writer.model_arrays(conv, labels, test)
+    labels, test, fake = inp["labels"], inp["test"], inp["fake"]
+    arrays, per_layer = writer.model_arrays(conv, None if graph_level else labels, test)
+    readout = None
+    if graph_level:
+        more, readout = _readout_arrays(model, arch, conv, inp["graph_ptr"], labels)
+        arrays |= more
     storage, layers, golden = summarise_storage(per_layer), writer.layers_meta(conv), arch.golden_model
     logits = arrays["logits"]
     acc_fake, acc_int = accuracy(fake, labels, test), accuracy(logits, labels, test)
     summary = quant_summary(model)
     commit, dirty = git_commit()
     qcfg = quant_config_of(model)  # present: the converters refuse unquantized models
+    num_nodes, num_edges = int(inp["x"].size(0)), int(inp["edge_index"].size(1))
+    dataset = {"name": graph.name, "task": graph.task, "num_nodes": num_nodes, "num_edges": num_edges,
+               "num_features": int(inp["x"].size(1)), "num_classes": int(graph.num_classes),
+               "num_test": int(test.size)}
+    if graph_level:
+        dataset |= {"fold": fold, "graphs": "the test graphs of the fold, as one block-diagonal graph",
+                    "dataset_graph_ids": inp["dataset_graphs"].tolist()}
     meta = {
         "model": {"arch": cfg.arch, "config": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__},
                   "quant_method": qcfg.method, "target_bits": qcfg.target_bits},
-        "dataset": {"name": graph.name, "num_nodes": int(data.num_nodes), "num_edges": int(data.edge_index.size(1)),
-                    "num_features": int(data.x.size(1)), "num_classes": int(graph.num_classes),
-                    "num_test": int(test.size)},
+        "dataset": dataset,
         "provenance": {"git_commit": commit, "git_dirty": dirty, "command": command_line(),
                        "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                        "torch": torch.__version__, **(provenance or {})},
@@ -84,6 +144,7 @@ def export_model(model: torch.nn.Module, graph, out: Path | str, *, provenance: 
                          "multiplier_bits": 31, "rounding": "half_away_from_zero", "overflow": "saturate",
                          "input_codes_exact": conv.input_exact, "spec": "quant/FIXED_POINT.md"},
         "layers": layers,
+        **({"readout": readout} if graph_level else {}),
         "metrics": {"test_acc_fake_quant": acc_fake, "test_acc_integer": acc_int,
                     "test_acc_delta_pt": 100.0 * (acc_int - acc_fake),
                     "prediction_agreement": float((fake.argmax(1) == logits.argmax(1)).mean()),
@@ -99,8 +160,9 @@ def export_run(run_dir: Path | str, out: Path | str, *, seed_dir: str | None = N
     run = _load_run(run_dir, seed_dir=seed_dir, data_root=data_root)
     prov = {"run_dir": str(run_dir), "checkpoint": str(run.checkpoint),
             "checkpoint_sha256": sha256_file(run.checkpoint)}
+    fold = int(run.checkpoint.parent.name.rpartition("_fold")[2] or 0)  # seed<S>_fold<K>: graph tasks export fold K
     return export_model(run.model, run.graph, out, provenance=prov, frac_bits=frac_bits, psum_bits=psum_bits,
-                        overwrite=overwrite)
+                        overwrite=overwrite, fold=fold)
 
 
 def _load_run(run_dir: Path | str, **kw):
@@ -126,7 +188,8 @@ def describe(q: QGraph) -> str:
             f"({q.manifest['model']['quant_method']}), {len(q.arrays)} arrays\n"
             f"  test accuracy: fake-quant {100 * m['test_acc_fake_quant']:.2f}%, integer path "
             f"{100 * m['test_acc_integer']:.2f}% (delta {m['test_acc_delta_pt']:+.2f} pt, "
-            f"predictions agree on {100 * m['prediction_agreement']:.2f}% of nodes)\n"
+            f"predictions agree on {100 * m['prediction_agreement']:.2f}% of "
+            f"{'graphs' if q.is_graph_level else 'nodes'})\n"
             f"  average bits (learned features, no sign bit): {_fmt(m['avg_bits'])}; with sign bit "
             f"{_fmt(m['avg_bits_with_sign'])}\n"
             f"  bytes, learned features only: {s['learned_feature_bytes']} vs FP32 {s['learned_fp32_feature_bytes']} "

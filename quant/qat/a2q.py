@@ -72,6 +72,7 @@ class A2QQuantizer(nn.Module):
         self._last_rows: Tensor | None = None  # (R,) continuous bits of the rows of the last forward
         self._last_row_elems = 0
         self._eval_records: list[tuple[Tensor, Tensor | None]] = []
+        self.last_selection: Tensor | None = None  # NNS: pool entry of every row of the last eval forward (R,)
 
     # ------------------------------------------------------------------------------------------- helpers
     @property
@@ -153,6 +154,8 @@ class A2QQuantizer(nn.Module):
             self._calibrate(x)
         idx = self._rows_index(x)
         s, b = self._effective_step(), self.effective_bits()
+        if self.scheme == "nns" and not self.training:  # what the integer export takes as per-node steps
+            self.last_selection = idx.detach()
         if idx is not None:  # gather: autograd scatter-adds each row's gradient onto its shared entry
             s, b = s[idx], b[idx]
         if x.is_sparse:  # (N, F) COO: round the stored values; zeros stay zero

@@ -168,9 +168,48 @@ class QGraph:
 
     def verify(self) -> None:
         """Recompute the integer path and decode both packed layouts; raise ExportError naming the first array
-        that disagrees (a consumer's bit-exactness check). Graph-transformer exports: decode every packed tensor."""
+        that disagrees (a consumer's bit-exactness check). Graph-transformer exports: decode every packed tensor.
+        A graph classifier's export: also its readout (pooled sums, the head's hidden values, the graph logits)."""
         check_arch(self.arch, str(self.path))  # an unknown arch is never verified as a GCN
         reader(self.arch).verify(self)
+        if self.is_graph_level:
+            r = self.graph_forward()
+            checks = [(k, v, self[f"readout.{k}"]) for k, v in r.items() if k != "logits" and k.startswith(("pooled",
+                                                                                                     "hidden"))]
+            self.check_recomputed("readout.", checks)
+            for k in [k for k in r if k.startswith("pool_unit")] + ["logits"]:  # float64: computed the same way
+                name = k if k == "logits" else f"readout.{k}"
+                if not np.array_equal(r[k], self[name]):
+                    raise ExportError(f"{self.path}: array '{name}' disagrees with the readout recomputed from the "
+                                      "exported parameters")
+
+    @property
+    def is_graph_level(self) -> bool:
+        """A graph classifier's export: a batch of graphs as one block-diagonal graph plus the readout."""
+        return isinstance(self.manifest.get("readout"), dict)
+
+    def readout(self):
+        """The integer readout (:class:`quant.readout.QuantizedReadout`) of a graph classifier's export."""
+        from quant.readout import QuantizedReadout, ReadoutLinear
+
+        if not self.is_graph_level:
+            raise ExportError(f"{self.path}: a node-level export has no readout")
+        ro = self.manifest["readout"]
+        linears = tuple(ReadoutLinear(w_codes=self[f"readout.linear{i}.w_codes"],
+                                      w_steps=self[f"readout.linear{i}.w_steps"], w_bits=lin["w_bits"],
+                                      bias=self[f"readout.linear{i}.bias"] if lin["has_bias"] else None)
+                        for i, lin in enumerate(ro["linears"]))
+        return QuantizedReadout(pool=ro["pool"], head=ro["head"], readout_input=ro["readout_input"], linears=linears)
+
+    def graph_forward(self) -> dict[str, np.ndarray]:
+        """The integer forward of a graph classifier's export (layers, then the readout): the readout's arrays
+        (:func:`quant.readout.readout_int`), ``"logits"`` (G, C) per graph."""
+        from quant.readout import graph_forward_int
+
+        golden = ARCHS[self.arch].module("integer").GOLDEN
+        _, r = graph_forward_int(golden, self.integer_model(), self.readout(), self["graph.edge_index"],
+                                 self["graph.graph_ptr"])
+        return r
 
 
 # ---------------------------------------------------------------------------------------- reading (validated)
@@ -224,7 +263,28 @@ def _read_manifest(path: Path) -> dict:
         _check_tensor_entries(path, manifest)
     else:
         _check_integer_meta(path, arch, manifest)
+    if "readout" in manifest:
+        _check_readout_meta(path, manifest)
     return manifest
+
+
+def _check_readout_meta(path: Path, manifest: dict) -> None:
+    """``readout`` of a graph classifier's export: pool, head and per-linear entries its reader indexes."""
+    from quant.readout import HEADS, POOLS
+
+    ro = manifest["readout"]
+    ok = (isinstance(ro, dict) and ro.get("pool") in POOLS and ro.get("head") in HEADS
+          and type(ro.get("readout_input")) is bool and _meta_ok("dim", ro.get("num_readouts"))
+          and _meta_ok("dim", ro.get("num_graphs")) and isinstance(ro.get("linears"), list) and ro["linears"]
+          and all(isinstance(lin, dict) and _meta_ok("dim", lin.get("in_dim")) and _meta_ok("dim", lin.get("out_dim"))
+                  and _meta_ok("bits", lin.get("w_bits")) and type(lin.get("has_bias")) is bool
+                  for lin in ro["linears"]))
+    if not ok:
+        raise ExportError(f"load: {path}: 'readout' needs pool ({', '.join(POOLS)}), head ({', '.join(HEADS)}), "
+                          "readout_input, num_readouts, num_graphs and linears [{in_dim, out_dim, w_bits, has_bias}]")
+    if ro["head"] == "linear-sum" and len(ro["linears"]) != ro["num_readouts"]:
+        raise ExportError(f"load: {path}: a 'linear-sum' readout has one linear map per readout; got "
+                          f"{len(ro['linears'])} for {ro['num_readouts']}")
 
 
 def _check_version(path: Path, version) -> None:
@@ -371,6 +431,8 @@ def _check_contents(path: Path, manifest: dict, arrays: dict[str, np.ndarray]) -
             b = f"weight.{w['name']}."
             _check_within(path, arrays, b + "w_codes", _codes(path, arrays, b + "w_codes", (None, None)), b + "w_bits")
         return
+    if "readout" in manifest:
+        _check_readout_arrays(path, manifest["readout"], arrays, n)
     for li, meta in enumerate(manifest["layers"]):
         p = f"layer{li}."
         codes = _codes(path, arrays, p + "x_codes", (n, meta["in_dim"]))
@@ -378,6 +440,20 @@ def _check_contents(path: Path, manifest: dict, arrays: dict[str, np.ndarray]) -
                       "channel")
         for wname, bits_key, shape in ARCHS[arch].layer_weights:
             _check_within(path, arrays, p + wname, _codes(path, arrays, p + wname, shape(meta)), meta[bits_key])
+
+
+def _check_readout_arrays(path: Path, ro: dict, arrays: dict, n: int) -> None:
+    """The batch's graphs (``graph.graph_ptr`` from 0 to N, non-decreasing; one label per graph) and the head's
+    weight codes (shape and bitwidth of their manifest entries)."""
+    ptr = _index_array(path, arrays, "graph.graph_ptr", 1)
+    if ptr.shape != (ro["num_graphs"] + 1,) or ptr[0] != 0 or ptr[-1] != n or np.any(np.diff(ptr) < 0):
+        raise ExportError(f"load: {path}: array 'graph.graph_ptr' must run non-decreasing from 0 to {n} nodes with "
+                          f"num_graphs + 1 = {ro['num_graphs'] + 1} entries")
+    if _index_array(path, arrays, "graph.graph_labels", 1).shape != (ro["num_graphs"],):
+        raise ExportError(f"load: {path}: array 'graph.graph_labels' needs one label per graph ({ro['num_graphs']})")
+    for i, lin in enumerate(ro["linears"]):
+        name = f"readout.linear{i}.w_codes"
+        _check_within(path, arrays, name, _codes(path, arrays, name, (lin["out_dim"], lin["in_dim"])), lin["w_bits"])
 
 
 def _index_array(path: Path, arrays: dict, name: str, ndim: int) -> np.ndarray:
@@ -502,4 +578,20 @@ def _required(manifest: dict) -> list[str]:
     """The array names a complete export of the manifest's architecture holds (its reader says which)."""
     model = manifest.get("model")
     arch = model.get("arch") if isinstance(model, dict) else None
-    return reader(arch if isinstance(arch, str) and arch in ARCHS else "gcn").required_arrays(manifest)
+    names = reader(arch if isinstance(arch, str) and arch in ARCHS else "gcn").required_arrays(manifest)
+    return names + readout_array_names(manifest)
+
+
+def readout_array_names(manifest: dict) -> list[str]:
+    """The arrays of a graph classifier's readout (none for node-level exports): the graphs of the batch, the head's
+    weights, the pooled sums per readout and the MLP head's hidden values."""
+    ro = manifest.get("readout")
+    if not isinstance(ro, dict):
+        return []
+    names = ["graph.graph_ptr", "graph.graph_labels"]
+    for i, lin in enumerate(ro["linears"]):
+        p = f"readout.linear{i}."
+        names += [p + "w_codes", p + "w_steps", *([p + "bias"] if lin["has_bias"] else [])]
+    for r in range(ro["num_readouts"]):
+        names += [f"readout.pooled{r}", f"readout.pool_unit{r}"]
+    return names + (["readout.hidden"] if ro["head"] == "mlp" else [])

@@ -57,7 +57,7 @@ def accuracy(logits: np.ndarray, labels: np.ndarray, idx: np.ndarray) -> float:
     return float((logits[idx].argmax(axis=1) == labels[idx]).mean()) if idx.size else float("nan")
 
 def summarise_storage(per_layer: list[dict]) -> dict:
-    learned = [s for s in per_layer if s["x_scheme"] in ("node", "degree")]
+    learned = [s for s in per_layer if s["x_scheme"] in ("node", "degree", "nns")]
     adjacency = per_layer[0]["adjacency_bytes"]
 
     def tot(rows, key):
@@ -149,8 +149,10 @@ def integer_model_arrays(spec, conv, labels: np.ndarray, test_index: np.ndarray,
     layer's ``out * unit``."""
     csr = spec.graph(conv.edge_index, conv.model.x_codes.shape[0])
     arrays = {"graph.edge_index": conv.edge_index, "graph.indptr": csr[0], "graph.indices": csr[1],
-              "graph.in_degree": conv.in_degree, "graph.labels": np.asarray(labels, dtype=np.int64),
-              "graph.test_index": np.asarray(test_index, dtype=np.int64)}
+              "graph.in_degree": conv.in_degree}
+    if labels is not None:  # node labels (node tasks; a graph classifier's labels are per graph: quant.export)
+        arrays |= {"graph.labels": np.asarray(labels, dtype=np.int64),
+                   "graph.test_index": np.asarray(test_index, dtype=np.int64)}
     if spec.slot_array is not None:
         arrays[spec.slot_array] = csr[2]
     codes, storage, trace = conv.model.x_codes, [], None

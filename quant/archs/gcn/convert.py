@@ -29,7 +29,18 @@ from torch import nn
 
 from gnn.ops import in_degree
 from quant.archs.gcn.integer import QuantizedGCN, QuantizedGCNLayer
-from quant.convert import ConvertedModel, _step, check_convertible, degree_table, input_codes, per_node, weight_codes
+from quant.convert import (
+    ConvertedModel,
+    _step,
+    check_convertible,
+    degree_table,
+    fold_affine,
+    graph_level,
+    input_codes,
+    norm_affine,
+    per_node,
+    weight_codes,
+)
 from quant.integer import fake_quant
 from quant.qat.a2q import FEATURE_SCHEMES, A2QQuantizer
 
@@ -48,7 +59,7 @@ def to_quantized_gcn(model: nn.Module, x: torch.Tensor, edge_index: torch.Tensor
     (``quant/FIXED_POINT.md``); the defaults keep the coefficient error of high-degree nodes small and rule out
     partial-sum saturation on Cora-sized graphs.
     """
-    check_convertible(model, "gcn", "to_quantized_gcn")
+    check_convertible(model, "gcn", "to_quantized_gcn", graph_level=True)
     convs = list(model.convs)
     in_deg = in_degree(edge_index, x.size(0)).cpu()
     layers, schemes, tables = [], [], {}
@@ -77,8 +88,19 @@ def to_quantized_gcn(model: nn.Module, x: torch.Tensor, edge_index: torch.Tensor
             (xw_steps, xw_bits), xw_scheme = per_node(qxw, in_deg, f"to_quantized_gcn: convs[{li}].q_xw"), "node"
         else:
             raise ValueError(f"to_quantized_gcn: convs[{li}].q_xw must be quantized (A2Q channel or node scheme)")
+        bias = None if conv.bias is None else conv.bias.detach().double().cpu().numpy()
+        alpha, shift = norm_affine(model.norms[li], codes.shape[0], f"to_quantized_gcn: norms[{li}]")
+        if not np.all(alpha == 1.0):  # the norm's scale multiplies the XW codes' per-channel step
+            if xw_scheme != "channel":
+                raise ValueError(f"to_quantized_gcn: norms[{li}] is a batch norm, which the integer GCN folds into a "
+                                 "per-channel XW step; convs[{li}].q_xw quantizes per node")
+            xw_steps = xw_steps * np.abs(alpha)
+        codes, w_steps, bias = fold_affine(codes, w_steps, bias, alpha, shift)
         qa = conv.q_aggregate
         agg_steps = agg_bits = None
+        if isinstance(qa, A2QQuantizer) and not np.all(alpha == 1.0):
+            raise ValueError(f"to_quantized_gcn: convs[{li}] quantizes its aggregate and norms[{li}] scales it per "
+                             "channel after that; the integer GCN folds a norm only without q_aggregate")
         if isinstance(qa, A2QQuantizer):
             agg_steps, agg_bits = per_node(qa, in_deg, f"to_quantized_gcn: convs[{li}].q_aggregate")
         elif isinstance(qa, nn.Module) and type(qa).__name__ != "QuantPoint":
@@ -93,8 +115,8 @@ def to_quantized_gcn(model: nn.Module, x: torch.Tensor, edge_index: torch.Tensor
         layers.append(QuantizedGCNLayer(
             x_steps=x_steps, x_bits=x_bits, w_codes=codes, w_steps=w_steps, w_bits=w_bits, xw_steps=xw_steps,
             xw_bits=xw_bits, xw_scheme=xw_scheme, agg_steps=agg_steps, agg_bits=agg_bits,
-            bias=None if conv.bias is None else conv.bias.detach().double().cpu().numpy(),
-            out_steps=out_steps, out_bits=out_bits, relu=li + 1 < len(convs), frac_bits=frac_bits,
+            bias=bias, out_steps=out_steps, out_bits=out_bits, relu=li + 1 < len(convs) or graph_level(model),
+            frac_bits=frac_bits,
             psum_bits=psum_bits))
     return ConvertedGCN(model=QuantizedGCN(x_codes=x_codes, layers=tuple(layers)),
                         edge_index=edge_index.detach().cpu().numpy().astype(np.int64),

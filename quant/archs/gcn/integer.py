@@ -175,7 +175,8 @@ def gcn_layer_trace(layer: QuantizedGCNLayer, x_codes: np.ndarray, graph: tuple,
                     constants: LayerConstants | None = None) -> dict[str, np.ndarray]:
     """Integer forward of one layer with its intermediates. graph = :func:`gcn_graph` output.
 
-    Returns ``{"xw": (N, F_out) XW codes, "psum": (N, F_out) aggregation partial sums, "out": next-layer codes or,
+    Returns ``{"xw": (N, F_out) XW codes, "psum": (N, F_out) aggregation partial sums, "acc": the output
+    accumulator after bias (and ReLU), "acc_unit": real value of one ``acc`` LSB, "out": next-layer codes or,
     for the last layer, the 32-bit accumulator, "unit": real value of one ``out`` LSB (2-D, broadcastable)}``.
     For the next layer ``unit`` is ``out_steps[:, None]``.
     """
@@ -193,10 +194,11 @@ def gcn_layer_trace(layer: QuantizedGCNLayer, x_codes: np.ndarray, graph: tuple,
         acc = fxp.saturate(acc + k.bias_int, qi.ACC_BITS)
     if layer.relu:
         acc = np.maximum(acc, 0)
+    trace = {"xw": xw, "psum": psum, "acc": acc, "acc_unit": k.unit}
     if layer.out_steps is None:
-        return {"xw": xw, "psum": psum, "out": acc, "unit": k.unit}
+        return {**trace, "out": acc, "unit": k.unit}
     out = fxp.requantize(acc, k.out_mult, k.out_shift, layer.out_bits[:, None])
-    return {"xw": xw, "psum": psum, "out": out, "unit": layer.out_steps[:, None]}
+    return {**trace, "out": out, "unit": layer.out_steps[:, None]}
 
 
 def gcn_layer_int(layer: QuantizedGCNLayer, x_codes: np.ndarray, graph: tuple, on_overflow: str = "saturate"

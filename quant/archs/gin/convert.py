@@ -32,7 +32,16 @@ from gnn.conv import QuantPoint
 from gnn.conv.linear import Linear
 from gnn.ops import in_degree
 from quant.archs.gin.integer import HIDDEN_FIXED_BITS, QuantizedGIN, QuantizedGINLayer
-from quant.convert import ConvertedModel, check_convertible, layer_input, learned_per_node, weight_codes
+from quant.convert import (
+    ConvertedModel,
+    check_convertible,
+    fold_affine,
+    graph_level,
+    layer_input,
+    learned_per_node,
+    norm_affine,
+    weight_codes,
+)
 from quant.formats.fixed_point import code_limit
 from quant.qat.a2q import A2QQuantizer
 from quant.qat.quantizers import STEP_EPS
@@ -112,13 +121,8 @@ def _fold_norm(first: Linear, bn: nn.BatchNorm1d | None) -> tuple[np.ndarray, np
     b1 = None if first.bias is None else first.bias.detach().double().cpu().numpy()
     if bn is None:
         return np.ones(first.out_dim), b1
-    var, mu = bn.running_var.detach().double().cpu().numpy(), bn.running_mean.detach().double().cpu().numpy()
-    alpha = 1.0 / np.sqrt(var + bn.eps)
-    beta = np.zeros_like(alpha)
-    if bn.affine:
-        alpha = alpha * bn.weight.detach().double().cpu().numpy()
-        beta = bn.bias.detach().double().cpu().numpy()
-    return alpha, alpha * ((0.0 if b1 is None else b1) - mu) + beta
+    alpha, shift = norm_affine(bn, first.out_dim, f"{FN}: mlp[1]")
+    return alpha, alpha * (0.0 if b1 is None else b1) + shift
 
 
 def to_quantized_gin(model: nn.Module, x: torch.Tensor, edge_index: torch.Tensor, frac_bits: int = 14,
@@ -131,7 +135,7 @@ def to_quantized_gin(model: nn.Module, x: torch.Tensor, edge_index: torch.Tensor
     hold in-degrees up to about 1000, beyond that it saturates (``gin_forward_int(..., on_overflow="raise")``
     reports it; lower ``frac_bits`` or widen ``psum_bits``).
     """
-    check_convertible(model, "gin", FN)
+    check_convertible(model, "gin", FN, graph_level=True)
     convs = list(model.convs)
     in_deg = in_degree(edge_index, x.size(0)).cpu()
     x_np = x.detach().double().cpu().numpy()
@@ -165,6 +169,9 @@ def to_quantized_gin(model: nn.Module, x: torch.Tensor, edge_index: torch.Tensor
             raise ValueError(f"{FN}: convs[{li}] MLP weights have {w1_bits} and {w2_bits} bits; the integer layer has "
                              "one weight bitwidth")
         bn_scale, b1 = _fold_norm(first, bn)
+        b2 = None if second.bias is None else second.bias.detach().double().cpu().numpy()
+        w2_codes, w2_steps, b2 = fold_affine(w2_codes, w2_steps, b2, *norm_affine(model.norms[li], w2_codes.shape[0],
+                                                                                  f"{FN}: norms[{li}]"))
         out_steps = out_bits = None
         out_scheme = "channel"
         if li + 1 < len(convs):
@@ -174,8 +181,8 @@ def to_quantized_gin(model: nn.Module, x: torch.Tensor, edge_index: torch.Tensor
             x_steps=x_steps, x_bits=x_bits, x_scheme=x_scheme, eps=float(conv.eps.detach().view(-1)[0]),
             agg_steps=agg_steps, agg_bits=agg_bits, w1_codes=w1_codes, w1_steps=w1_steps, bn_scale=bn_scale, b1=b1,
             hid_steps=hid_steps, hid_bits=hid_bits, w2_codes=w2_codes, w2_steps=w2_steps, w_bits=w1_bits,
-            b2=None if second.bias is None else second.bias.detach().double().cpu().numpy(), out_steps=out_steps,
-            out_bits=out_bits, out_scheme=out_scheme, relu=li + 1 < len(convs), frac_bits=frac_bits,
+            b2=b2, out_steps=out_steps, out_bits=out_bits, out_scheme=out_scheme,
+            relu=li + 1 < len(convs) or graph_level(model), frac_bits=frac_bits,
             psum_bits=psum_bits))
     return ConvertedGIN(model=QuantizedGIN(x_codes=x_codes, layers=tuple(layers)),
                         edge_index=edge_index.detach().cpu().numpy().astype(np.int64),

@@ -243,7 +243,8 @@ def gin_layer_trace(layer: QuantizedGINLayer, x_codes: np.ndarray, graph: tuple,
 
     Returns ``{"psum": (N, F_in) partial sums, "agg": (N, F_in) aggregate codes, "mid": (N, H) hidden accumulator
     after bias and ReLU, "hidden": (N, H) hidden codes, "acc": (N, F_out) output accumulator after bias (and ReLU),
-    "out": next-layer codes or, for the last layer, ``acc``, "unit": real value of one ``out`` LSB}``.
+    "acc_unit": real value of one ``acc`` LSB, "out": next-layer codes or, for the last layer, ``acc``, "unit": real
+    value of one ``out`` LSB}``.
     """
     indptr, indices, _ = graph
     k = constants if constants is not None else gin_constants(layer, graph)
@@ -264,7 +265,7 @@ def gin_layer_trace(layer: QuantizedGINLayer, x_codes: np.ndarray, graph: tuple,
     acc = fxp.saturate(acc, qi.ACC_BITS)
     if layer.relu:
         acc = np.maximum(acc, 0)
-    trace = {"psum": psum, "agg": agg, "mid": mid, "hidden": hidden, "acc": acc}
+    trace = {"psum": psum, "agg": agg, "mid": mid, "hidden": hidden, "acc": acc, "acc_unit": layer.out_unit()}
     if layer.out_steps is None:
         return {**trace, "out": acc, "unit": k.unit}
     out = fxp.requantize(acc, k.out_mult, k.out_shift, as_2d(layer.out_bits, layer.out_scheme))
