@@ -42,8 +42,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m gnn.train", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset", default="cora",
-                   help=f"a registry name ({_dataset_names()}) or a path: a gnn-benchmark .npz, a TUDataset folder, "
-                        "a Facebook100 .mat, a .pt of PyG Data (docs/datasets.md)")
+                   help=f"a registry name ({_dataset_names()}) or a path: a gnn-benchmark .npz, a TUDataset or "
+                        "Planetoid folder, a Facebook100 .mat, a .pt of PyG Data (docs/datasets.md)")
     p.add_argument("--split", choices=("per-class", "fraction", "masks"),
                    help="a file's split when it should not be inferred: 20/30 per class (Shchur), 50/25/25 %%, or "
                         "the file's own masks")

@@ -17,11 +17,17 @@ a registered dataset loaded by the path of its raw file(s) gives the same ``x``,
   optional node / edge labels and attributes (or such a folder's parent holding it as ``raw/``). Read by PyG's
   ``TUDataset`` with ``use_node_attr=False`` after copying the files into the writable cache (never into the user's
   folder). Graph task, 10 stratified folds, seeded.
+- ``planetoid``: a folder with the Planetoid files ``ind.<name>.{x,tx,allx,y,ty,ally,graph,test.index}`` (or such a
+  folder's parent holding them as ``raw/``), read by PyG's ``read_planetoid_data`` as PyG's ``Planetoid`` does. Node
+  task; default split: the files' public split (``"masks"``: 20 per class, 500 validation, 1000 test); default
+  features ``row-normalized``, Kipf & Welling's preprocessing that every Planetoid result uses (``--features raw``
+  keeps them as stored). The ``ind.*`` files are pickles: load only files you trust.
 - ``mat``: a LINKX ``.mat``: Facebook100 (``A`` adjacency, ``local_info``; label = gender column minus one, -1 =
   unknown; features = one-hot of every other column) or genius-style (``edge_index``, ``node_feat``, ``label``),
   processed as PyG's ``LINKXDataset``. Node task; random 50/25/25 split of the labelled nodes, seeded.
 
-Features stay as the layout's reader leaves them; the caller applies row normalisation. Every failure on bad input is
+Features stay as the layout's reader leaves them; the caller applies row normalisation (``info["default_features"]``
+says which a layout implies: ``planetoid`` row-normalized, the others raw). Every failure on bad input is
 a one-line `DataError` that names the path and what to do.
 """
 
@@ -30,6 +36,7 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
+import warnings
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -45,14 +52,15 @@ from gnn.data.registry import DataError, cache_dir
 from gnn.data.splits import Split, fraction_split, per_class_split, stratified_kfold
 from gnn.files import atomic_write, sha256_file
 
-FILE_FORMATS = ("npz", "pt", "tudataset", "mat")  # what --dataset <path> accepts
+FILE_FORMATS = ("npz", "pt", "tudataset", "planetoid", "mat")  # what --dataset <path> accepts
 SPLITS = ("per-class", "fraction", "masks")  # node-task split overrides (None: the layout's default)
 TASKS = ("node", "graph")
 NUM_FOLDS = 10
 LAYOUTS = ("a .npz in the gnn-benchmark layout (adj_data/adj_indices/adj_indptr/adj_shape, attr_* or attr_matrix, "
            "labels); a .pt holding a PyG Data or a list of Data; a LINKX .mat (A and local_info, or edge_index, "
-           "node_feat and label); or a TUDataset folder holding <NAME>_A.txt, <NAME>_graph_indicator.txt and "
-           "<NAME>_graph_labels.txt")
+           "node_feat and label); a TUDataset folder holding <NAME>_A.txt, <NAME>_graph_indicator.txt and "
+           "<NAME>_graph_labels.txt; or a Planetoid folder holding ind.<name>.x, .tx, .allx, .y, .ty, .ally, .graph "
+           "and .test.index")
 _SUFFIXES = {".npz": "npz", ".pt": "pt", ".pth": "pt", ".mat": "mat"}
 _MASKS = ("train_mask", "val_mask", "test_mask")
 _ADJ_KEYS = ("adj_data", "adj_indices", "adj_indptr", "adj_shape")
@@ -72,8 +80,10 @@ def detect_format(path: Path) -> str:
     if path.is_dir():
         if _tu_files_dir(path) is not None:
             return "tudataset"
-        raise DataError(f"{path}: folder holds no <NAME>_A.txt (nor raw/<NAME>_A.txt), so it is not a TUDataset "
-                        f"folder; pass one of: {LAYOUTS}")
+        if _planetoid_files(path) is not None:
+            return "planetoid"
+        raise DataError(f"{path}: folder holds no <NAME>_A.txt nor ind.<name>.graph (nor in raw/), so it is neither a "
+                        f"TUDataset nor a Planetoid folder; pass one of: {LAYOUTS}")
     if not path.is_file():
         raise DataError(f"{path}: no such file or folder; pass one of: {LAYOUTS}")
     fmt = _SUFFIXES.get(path.suffix.lower())
@@ -160,16 +170,21 @@ def load_graph_file(path: str | Path, *, split_seed: int = 0, split: str | None 
         hashes = _file_hashes(path)
         digest = _digest_of_hashes(hashes)
         name, graphs = _read_tudataset(path, hashes, digest, task)
+    elif fmt == "planetoid":
+        digest = source_digest(path)
+        name, graphs = _read_planetoid(path, task)
     else:
         digest = source_digest(path)
         name = _file_name(path)
         graphs = {"npz": _read_npz, "pt": _read_pt, "mat": _read_mat}[fmt](path, task)
     if isinstance(graphs, Data):
-        default = "fraction" if fmt == "mat" else ("masks" if fmt == "pt" and _has_masks(graphs) else "per-class")
+        default = "fraction" if fmt == "mat" else ("masks" if fmt in ("pt", "planetoid") and _has_masks(graphs)
+                                                   else "per-class")
         out = _node_graph(path, name, graphs, split or default, split_seed)
     else:
         out = _graph_graphs(path, name, graphs, split, split_seed)
     out.info["source"] = {"path": str(path), "format": fmt, "sha256": digest}
+    out.info["default_features"] = "row-normalized" if fmt == "planetoid" else "raw"
     return out
 
 
@@ -473,6 +488,38 @@ def _read_tudataset(folder: Path, hashes: dict[str, str], digest: str, task: str
     if len(ds) == 0 or ds._data.y is None or ds._data.y.size(0) != len(ds):
         raise DataError(f"{files_dir}: {name}_graph_labels.txt must hold one integer label per graph")
     return _plain_name(name), ds
+
+
+PLANETOID_PARTS = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
+
+
+def _planetoid_files(folder: Path) -> tuple[Path, str] | None:
+    """(the folder holding ``ind.<name>.graph``: ``folder`` or its ``raw/``, ``<name>``); None when neither does."""
+    for d in (folder, folder / "raw"):
+        graphs = sorted(d.glob("ind.*.graph")) if d.is_dir() else []
+        if graphs:
+            return d, graphs[0].name[len("ind."):-len(".graph")]
+    return None
+
+
+def _read_planetoid(folder: Path, task: str | None) -> tuple[str, Data]:
+    """PyG's ``read_planetoid_data`` on the folder's ``ind.<name>.*`` files (the public split's masks included)."""
+    from torch_geometric.io import read_planetoid_data
+
+    _node_only(folder, "Planetoid folder", task)
+    files_dir, name = _planetoid_files(folder)
+    missing = [p for p in PLANETOID_PARTS if not (files_dir / f"ind.{name}.{p}").is_file()]
+    if missing:
+        raise DataError(f"{files_dir}: missing {', '.join(f'ind.{name}.{p}' for p in missing)}; a Planetoid folder "
+                        f"needs all of {', '.join(PLANETOID_PARTS)}")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # old scipy pickles
+            data = read_planetoid_data(str(files_dir), name)
+    except Exception as e:  # a garbled pickle fails in many ways
+        raise DataError(f"{files_dir}: PyG could not read the Planetoid files ({_one_line(e)}); check that they are "
+                        "the ind.<name>.* files of Yang et al. 2016") from e
+    return _plain_name(name), data
 
 
 def _sync_raw(src_dir: Path, wanted: dict[str, str], raw: Path) -> bool:

@@ -157,7 +157,7 @@ def load_dataset(name: str | Path, data_root: str | Path | None = None, split_se
         data_root: explicit data root (``--data-root``); see the registry module for the resolution order.
         split_seed: seed of random splits and folds (the public Planetoid split ignores it).
         features: ``"raw"`` or ``"row-normalized"`` in place of the registry's preprocessing (None: the registry's;
-            a file's: raw).
+            a file's: what its layout implies, row-normalized for Planetoid folders, raw otherwise).
         split, task: a file's split (``"per-class"``, ``"fraction"``, ``"masks"``) and task (``"node"``,
             ``"graph"``) when it should not be inferred; only for paths.
         expect_sha256: the digest a run recorded for its file: a file that changed since is refused.
@@ -171,7 +171,8 @@ def load_dataset(name: str | Path, data_root: str | Path | None = None, split_se
                 raise DataError(f"{name} changed since the run was trained (sha256 {digest}, the run recorded "
                                 f"{expect_sha256}); use the file the run was trained on")
         graph = load_graph_file(name, split_seed=split_seed, split=split, task=task)
-        features = "raw" if features is None else features
+        default = graph.info.pop("default_features")  # what the layout implies (Planetoid: row-normalized)
+        features = default if features is None else features
         graph.info.update({k: v for k, v in (("split", split), ("task", task)) if v is not None})
     else:
         if split is not None or task is not None:

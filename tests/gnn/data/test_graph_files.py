@@ -374,6 +374,69 @@ def test_pt_synthetic_node_graph_and_graph_list(tmp_path, monkeypatch):
         _by_path(monkeypatch, tmp_path, tmp_path / "one.pt", task="graph")
 
 
+# ------------------------------------------------------------------------------------------------- Planetoid
+
+
+def _write_planetoid(folder: Path, name: str, x: np.ndarray, y: np.ndarray, num_train: int, test_ids: np.ndarray,
+                     adjacency: dict[int, list[int]]) -> Path:
+    """The ind.<name>.* pickles of Yang et al. 2016: train rows ``0..num_train-1`` (x, y), every non-test row
+    (allx, ally), the test rows in ``test_ids`` order (tx, ty, test.index), the adjacency lists (graph)."""
+    import pickle
+
+    folder.mkdir(parents=True, exist_ok=True)
+    rest = np.setdiff1d(np.arange(x.shape[0]), test_ids)
+    onehot = np.eye(int(y.max()) + 1)[y]
+    parts = {"x": sp.csr_matrix(x[:num_train]), "y": onehot[:num_train], "allx": sp.csr_matrix(x[rest]),
+             "ally": onehot[rest], "tx": sp.csr_matrix(x[test_ids]), "ty": onehot[test_ids], "graph": adjacency}
+    for part, obj in parts.items():
+        with open(folder / f"ind.{name}.{part}", "wb") as f:
+            pickle.dump(obj, f)
+    (folder / f"ind.{name}.test.index").write_text("".join(f"{i}\n" for i in test_ids))
+    return folder
+
+
+def test_cora_by_path_equals_by_name(tmp_path, monkeypatch):
+    """The Planetoid folder of Cora by path: same features (row-normalized by default), graph, labels, public split."""
+    raw = _raw_dir("cora")
+    with monkeypatch.context() as m:
+        m.setenv("GNN_CACHE_DIR", str(tmp_path / "cache"))
+        got = load_dataset(raw.parent)  # the folder holding raw/, as PyG lays it out
+        plain = load_dataset(raw, features="raw")
+    _same(got, _named("cora"))
+    assert got.info["features"] == "row-normalized" and got.info["split"] == "masks"
+    assert got.info["source"]["format"] == "planetoid" and got.name == "cora"
+    assert set(plain.data.x.unique().tolist()) == {0.0, 1.0}  # binary, as stored
+    assert torch.equal(got.data.x, plain.data.x / plain.data.x.sum(dim=1, keepdim=True).clamp(min=1e-12))
+
+
+def test_planetoid_synthetic_graph(tmp_path, monkeypatch):
+    rng = np.random.default_rng(11)
+    n, f = 700, 9
+    x = (rng.random((n, f)) < 0.3).astype(np.float64)
+    y = rng.integers(0, 4, n)
+    test_ids = rng.permutation(np.arange(600, n))  # the test rows, stored out of order as in the real files
+    adjacency: dict[int, list[int]] = {i: [] for i in range(n)}
+    for a, b in rng.integers(0, n, (1500, 2)):
+        if a != b and b not in adjacency[a]:
+            adjacency[a].append(int(b))
+            adjacency[b].append(int(a))
+    folder = _write_planetoid(tmp_path / "syn", "syn", x, y, 30, test_ids, adjacency)
+    got = _by_path(monkeypatch, tmp_path, folder)
+    assert (got.task, got.name, got.num_classes, got.num_features) == ("node", "syn", 4, f)
+    assert torch.equal(got.data.x, torch.from_numpy(x).float())  # the reader leaves features raw
+    assert torch.equal(got.data.y, torch.from_numpy(y).long())
+    want = torch.tensor([(a, b) for a, nbrs in adjacency.items() for b in nbrs]).t()
+    assert set(map(tuple, got.data.edge_index.t().tolist())) == set(map(tuple, want.t().tolist()))
+    _same_split(got.splits[0], Split(torch.arange(30), torch.arange(30, 530), torch.from_numpy(np.sort(test_ids))))
+    (folder / "ind.syn.ty").unlink()
+    with pytest.raises(DataError, match="missing ind.syn.ty") as e:
+        _by_path(monkeypatch, tmp_path, folder)
+    _no_traceback_error(e)
+    (folder / "ind.syn.ty").write_bytes(b"not a pickle")
+    with pytest.raises(DataError, match="PyG could not read the Planetoid files"):
+        _by_path(monkeypatch, tmp_path, folder)
+
+
 # ------------------------------------------------------------------------------------------------- digests
 
 
@@ -405,7 +468,7 @@ def _tiny_npz(path: Path) -> Path:
      r"g\.csv: unsupported file type '\.csv'.*TUDataset folder"),
     (lambda p: p / "missing.npz", {}, r"missing\.npz: no such file or folder"),
     (lambda p: p / "nothing", {}, r"nothing: no such file or folder"),
-    (lambda p: (p / "empty").mkdir() or p / "empty", {}, r"holds no <NAME>_A\.txt"),
+    (lambda p: (p / "empty").mkdir() or p / "empty", {}, r"holds no <NAME>_A\.txt nor ind\.<name>\.graph"),
     (lambda p: _tiny_npz(p / "t.npz"), {"split": "random"},
      r"unknown split 'random'; valid: per-class, fraction, masks"),
     (lambda p: _tiny_npz(p / "t.npz"), {"task": "edge"}, r"unknown task 'edge'; valid: node, graph"),
@@ -473,4 +536,4 @@ def test_tudataset_folder_problems(tmp_path, monkeypatch):
 
 
 def test_formats_constant():
-    assert FILE_FORMATS == ("npz", "pt", "tudataset", "mat")
+    assert FILE_FORMATS == ("npz", "pt", "tudataset", "planetoid", "mat")
