@@ -3,13 +3,13 @@ the export and the cycle model, for one file of each node-task layout of ``gnn/d
 
     python -m benchmarks.user_graphs --seeds 2
 
-Graphs: the raw files of amazon-computers and coauthor-cs (gnn-benchmark .npz) and cornell5 (Facebook100 .mat),
-taken from the dataset cache by path, each also trained by name on the same seeds (the per-seed test accuracies
-must be equal); and a seeded stochastic-block-model graph written by this script as a .npz and as a .pt. Per
-graph: GCN test accuracy FP32 and A2Q (validation-selected, mean +- std over seeds 0..n-1), the learned bits, the
-integer path of the first seed's export against its fake-quant model, the export's bytes against FP32, and MEGA
-against the HyGCN-like baseline (cycles, DRAM bytes) on that export. Graph classification through the same chain:
-``benchmarks/graph_level_chain.py``. Writes benchmarks/results/user_graphs.json.
+Graphs: the raw files of amazon-computers and coauthor-cs (gnn-benchmark .npz), cornell5 (Facebook100 .mat) and
+cora (its Planetoid folder), taken from the dataset cache by path, each also trained by name on the same seeds (the
+per-seed test accuracies must be equal); and a seeded stochastic-block-model graph written by this script as a .npz
+and as a .pt. Per graph: GCN test accuracy FP32 and A2Q (validation-selected, mean +- std over seeds 0..n-1), the
+learned bits, the integer path of the first seed's export against its fake-quant model, the export's bytes against
+FP32, and MEGA against the HyGCN-like baseline (cycles, DRAM bytes) on that export. Graph classification through the
+same chain: ``benchmarks/graph_level_chain.py``. Writes benchmarks/results/user_graphs.json.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from benchmarks._common import RESULTS, machine, machine_line, mean_std, pm, save_json, table_head, table_row
+from benchmarks._common import RESULTS, load_json, machine, machine_line, mean_std, pm, save_json, table_head, table_row
+from gnn.data.graph_files import detect_format
 from gnn.data.loaders import load_dataset
 from gnn.data.registry import cache_dir, ensure_raw, get_entry
 from gnn.data.synthetic import sbm_graph
@@ -31,16 +32,18 @@ from gnn.experiment import run_experiment
 from gnn.presets import model_and_train_config, with_overrides
 
 PATH = RESULTS / "user_graphs.json"
-BUILT_IN = ("amazon-computers", "coauthor-cs", "cornell5")
+BUILT_IN = ("amazon-computers", "coauthor-cs", "cornell5", "cora")
 TARGET_BITS = 1.7
 SBM = {"num_nodes": 3000, "num_classes": 6, "num_features": 64, "homophily": 0.6, "feature_signal": 0.2, "seed": 7}
 
 
 def raw_file(name: str) -> Path:
-    """The verified raw file of a built-in dataset, as a user would pass it (its copy in the dataset cache)."""
+    """The verified raw file of a built-in dataset, as a user would pass it (its copy in the dataset cache); a
+    dataset of several raw files (Planetoid): their folder."""
     ensure_raw(name)
-    (fname,) = get_entry(name).files
-    return cache_dir() / get_entry(name).raw_dir / fname
+    entry = get_entry(name)
+    folder = cache_dir() / entry.raw_dir
+    return folder / next(iter(entry.files)) if len(entry.files) == 1 else folder
 
 
 def write_sbm(folder: Path) -> tuple[Path, Path]:
@@ -114,14 +117,15 @@ def run_graph(label: str, path: Path, fmt: str, seeds: list[int], work: Path, by
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seeds", type=int, default=2, help="seeds 0..n-1 per graph")
-    p.add_argument("--graphs", default="all", help="comma-separated subset of: " + ", ".join(BUILT_IN) + ", sbm")
+    p.add_argument("--graphs", default="all", help="comma-separated subset of: " + ", ".join(BUILT_IN) + ", sbm (a "
+                   "subset replaces its rows in the results file and keeps the others)")
     args = p.parse_args(argv)
     wanted = set(BUILT_IN) | {"sbm"} if args.graphs == "all" else set(args.graphs.split(","))
     seeds = list(range(args.seeds))
     cells = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        jobs = [(name, raw_file(name), raw_file(name).suffix[1:], name) for name in BUILT_IN if name in wanted]
+        jobs = [(name, raw_file(name), detect_format(raw_file(name)), name) for name in BUILT_IN if name in wanted]
         if "sbm" in wanted:
             npz, pt = write_sbm(work)
             jobs += [("sbm (npz)", npz, "npz", None), ("sbm (pt)", pt, "pt", None)]
@@ -129,8 +133,13 @@ def main(argv: list[str] | None = None) -> dict:
             cells.append(run_graph(label.replace(" ", "_").replace("(", "").replace(")", ""), path, fmt, seeds,
                                    work, by_name))
             print(render({"cells": cells})[-1], flush=True)
-    res = {"cells": cells, "target_bits": TARGET_BITS, "sbm": SBM, "machine": machine(),
-           "command": "python -m benchmarks.user_graphs --seeds " + str(args.seeds)}
+    command = f"python -m benchmarks.user_graphs --seeds {args.seeds}"
+    if args.graphs != "all" and PATH.is_file():  # a subset: replace its rows, keep the others
+        old = load_json(PATH)
+        mine = {c["graph"] for c in cells}
+        cells = [c for c in old["cells"] if c["graph"] not in mine] + cells
+        command = old["command"] + f"; then {command} --graphs {args.graphs}"
+    res = {"cells": cells, "target_bits": TARGET_BITS, "sbm": SBM, "machine": machine(), "command": command}
     save_json(PATH, res)
     return res
 
