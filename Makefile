@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-repeat test-all bench lint results readme clean-cache rtl-test rtl-test-all synth
+.PHONY: demo test test-repeat test-all test-dgl bench lint results readme clean-cache rtl-test rtl-test-all synth
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,25 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q -m "not slow and not gpu" --durations=15
+
+# DGL interop in its own environment (never part of `make test` or CI): DGL 2.1's PyPI wheels need torch 2.2.1
+# (its graphbolt libraries cover torch 2.0.0-2.2.1), torchdata 0.7.1, numpy < 2, and pyyaml and pydantic (which
+# `import dgl` needs but DGL's wheel does not declare); about 5 GB with torch's CUDA libraries. The project goes in
+# without its dependency pins (it asks for torch >= 2.4 in the main install). docs/dgl.md.
+DGL_VENV ?= .venv-dgl
+DGL_PY := $(DGL_VENV)/bin/python
+DGL_STAMP := $(DGL_VENV)/.installed
+$(DGL_STAMP):  # built once (5 GB of downloads); `rm -rf .venv-dgl` rebuilds it
+	$(PYTHON) -m venv $(DGL_VENV)
+	$(DGL_PY) -m pip install -q --upgrade pip
+	$(DGL_PY) -m pip install -q torch==2.2.1 dgl==2.1.0 torchdata==0.7.1 "numpy<2" "pandas<2.3" pyyaml pydantic
+	$(DGL_PY) -m pip install -q "torch-geometric>=2.8,<2.9" "scipy>=1.11" "pymetis>=2023.1" "tqdm>=4.66" \
+	    "matplotlib>=3.8" "pytest>=8" "hypothesis>=6.100"
+	$(DGL_PY) -m pip install -q --no-deps -e .
+	touch $(DGL_STAMP)
+
+test-dgl: $(DGL_STAMP)
+	DGLBACKEND=pytorch $(DGL_PY) -m pytest -q tests/dgl -p no:cacheprovider
 
 # The multi-process tests (slow ones included: torchrun restart and resume) N times in a row, stopping at the first
 # failure: `make test-repeat N=20 THREADS=1` (THREADS sets OMP_NUM_THREADS; unset: torch's default).

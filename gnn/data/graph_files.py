@@ -22,6 +22,9 @@ a registered dataset loaded by the path of its raw file(s) gives the same ``x``,
   task; default split: the files' public split (``"masks"``: 20 per class, 500 validation, 1000 test); default
   features ``row-normalized``, Kipf & Welling's preprocessing that every Planetoid result uses (``--features raw``
   keeps them as stored). The ``ind.*`` files are pickles: load only files you trust.
+- ``dgl``: a ``.bin`` written by ``dgl.save_graphs`` (DGL installed: ``make test-dgl``'s environment): one graph
+  is a node task (``ndata`` ``feat`` / ``label`` / masks, as :mod:`gnn.data.dgl_graphs` names them; its masks when
+  present, otherwise 20/30 per class), several a graph task with the labels of the file's label dict.
 - ``mat``: a LINKX ``.mat``: Facebook100 (``A`` adjacency, ``local_info``; label = gender column minus one, -1 =
   unknown; features = one-hot of every other column) or genius-style (``edge_index``, ``node_feat``, ``label``),
   processed as PyG's ``LINKXDataset``. Node task; random 50/25/25 split of the labelled nodes, seeded.
@@ -52,16 +55,16 @@ from gnn.data.registry import DataError, cache_dir
 from gnn.data.splits import Split, fraction_split, per_class_split, stratified_kfold
 from gnn.files import atomic_write, sha256_file
 
-FILE_FORMATS = ("npz", "pt", "tudataset", "planetoid", "mat")  # what --dataset <path> accepts
+FILE_FORMATS = ("npz", "pt", "tudataset", "planetoid", "mat", "dgl")  # what --dataset <path> accepts
 SPLITS = ("per-class", "fraction", "masks")  # node-task split overrides (None: the layout's default)
 TASKS = ("node", "graph")
 NUM_FOLDS = 10
 LAYOUTS = ("a .npz in the gnn-benchmark layout (adj_data/adj_indices/adj_indptr/adj_shape, attr_* or attr_matrix, "
            "labels); a .pt holding a PyG Data or a list of Data; a LINKX .mat (A and local_info, or edge_index, "
-           "node_feat and label); a TUDataset folder holding <NAME>_A.txt, <NAME>_graph_indicator.txt and "
-           "<NAME>_graph_labels.txt; or a Planetoid folder holding ind.<name>.x, .tx, .allx, .y, .ty, .ally, .graph "
-           "and .test.index")
-_SUFFIXES = {".npz": "npz", ".pt": "pt", ".pth": "pt", ".mat": "mat"}
+           "node_feat and label); a dgl.save_graphs .bin (with DGL installed); a TUDataset folder holding "
+           "<NAME>_A.txt, <NAME>_graph_indicator.txt and <NAME>_graph_labels.txt; or a Planetoid folder holding "
+           "ind.<name>.x, .tx, .allx, .y, .ty, .ally, .graph and .test.index")
+_SUFFIXES = {".npz": "npz", ".pt": "pt", ".pth": "pt", ".mat": "mat", ".bin": "dgl"}
 _MASKS = ("train_mask", "val_mask", "test_mask")
 _ADJ_KEYS = ("adj_data", "adj_indices", "adj_indptr", "adj_shape")
 _ATTR_KEYS = ("attr_data", "attr_indices", "attr_indptr", "attr_shape")
@@ -176,9 +179,9 @@ def load_graph_file(path: str | Path, *, split_seed: int = 0, split: str | None 
     else:
         digest = source_digest(path)
         name = _file_name(path)
-        graphs = {"npz": _read_npz, "pt": _read_pt, "mat": _read_mat}[fmt](path, task)
+        graphs = {"npz": _read_npz, "pt": _read_pt, "mat": _read_mat, "dgl": _read_dgl}[fmt](path, task)
     if isinstance(graphs, Data):
-        default = "fraction" if fmt == "mat" else ("masks" if fmt in ("pt", "planetoid") and _has_masks(graphs)
+        default = "fraction" if fmt == "mat" else ("masks" if fmt in ("pt", "planetoid", "dgl") and _has_masks(graphs)
                                                    else "per-class")
         out = _node_graph(path, name, graphs, split or default, split_seed)
     else:
@@ -488,6 +491,23 @@ def _read_tudataset(folder: Path, hashes: dict[str, str], digest: str, task: str
     if len(ds) == 0 or ds._data.y is None or ds._data.y.size(0) != len(ds):
         raise DataError(f"{files_dir}: {name}_graph_labels.txt must hold one integer label per graph")
     return _plain_name(name), ds
+
+
+def _read_dgl(path: Path, task: str | None) -> Data | list[Data]:
+    """A ``dgl.save_graphs`` file (:mod:`gnn.data.dgl_graphs`): one graph is a node task, several a graph task."""
+    from gnn.data.dgl_graphs import DGL_ENV, read_dgl_file
+
+    try:
+        graphs = read_dgl_file(path, task)
+    except ImportError:
+        raise DataError(f"{path}: {DGL_ENV}") from None
+    except Exception as e:  # DGL's reader fails in many ways on a garbled file
+        raise DataError(f"{path}: could not read it as a dgl.save_graphs file ({_one_line(e)})") from e
+    if isinstance(graphs, Data):
+        if task == "graph":
+            raise DataError(f"{path}: holds one graph; graph classification needs a list of graphs")
+        return graphs
+    return _check_graph_list(path, graphs)
 
 
 PLANETOID_PARTS = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")

@@ -535,5 +535,16 @@ def test_tudataset_folder_problems(tmp_path, monkeypatch):
         _by_path(monkeypatch, tmp_path, few, task="node")
 
 
+def test_dgl_file_without_dgl_says_how_to_get_it(tmp_path, monkeypatch):
+    import importlib.util
+
+    if importlib.util.find_spec("dgl") is not None:
+        pytest.skip("DGL is installed here: tests/dgl reads its files")
+    (tmp_path / "g.bin").write_bytes(b"\0" * 16)
+    with pytest.raises(DataError, match=r"g\.bin: DGL is not installed.*make test-dgl") as e:
+        _by_path(monkeypatch, tmp_path, tmp_path / "g.bin")
+    _no_traceback_error(e)
+
+
 def test_formats_constant():
-    assert FILE_FORMATS == ("npz", "pt", "tudataset", "planetoid", "mat")
+    assert FILE_FORMATS == ("npz", "pt", "tudataset", "planetoid", "mat", "dgl")
