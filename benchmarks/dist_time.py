@@ -137,7 +137,6 @@ def worker(scale: int, hidden: int, codec_list: list[str], links: list[tuple[str
                 opt.zero_grad()
                 loss = F.cross_entropy(model(x_own, part.edge_index)[train], y_own[train], reduction="sum")
                 (loss / split.train.numel()).backward()
-                model.sync_gradients()
                 opt.step()
                 if epoch > 0:  # epoch 0: warm-up and the one-time layer-0 input exchange
                     out.append({"link": link, "codec": codec, "epoch": epoch,

@@ -5,11 +5,12 @@ Order of what is applied (documented here only):
      (`distributed.halo`), runs the unchanged conv on the local+halo subgraph and keeps the owned rows;
   2. GCN convs get the normalisation of the GLOBAL graph (global degrees of owned and halo nodes), so that
      results equal single-process training;
-  3. parameters are broadcast from rank 0; `DistGNN.sync_gradients` all-reduces (sums) weight gradients
-     in one flat bucket after each backward;
+  3. parameters are broadcast from rank 0; PyTorch's `DistributedDataParallel` sums the replicated parameters'
+     gradients over ranks during backward (bucketed, overlapped with the rest of backward; a comm hook that sums
+     instead of averaging, since every rank's loss is a partial sum of the one global loss);
   4. a model quantized with ``quant.quantize_`` (on the full graph, before this call) gets its quantizers
      sharded by `distributed.quantized.shard_quantizers`: per-node parameters keep only the owned rows and are
-     left out of the gradient all-reduce.
+     left out of the gradient all-reduce (DDP ignores them, and every buffer).
 The layer-0 input is exchanged once, in fp32, at the first step (Sylvie/PipeGCN's pre-processing): input
 features carry no gradient. Dropout of layer 0's halo rows is then drawn by the receiver; every other layer
 exchanges owner-dropped rows, so with dropout 0 the result is exact.
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 from torch import Tensor, nn
+from torch.nn.parallel import DistributedDataParallel
 
 from distributed import codecs
 from distributed.halo import ByteCounter, ExchangeConfig, HaloExchanger, Transfer, halo_exchange
@@ -117,6 +119,8 @@ class DistGNN(nn.Module):
         self.shard: ShardInfo | None = None
         if is_quantized(model):
             self.shard = shard_quantizers(model, part, None, self.counter, cfg.seed)
+        # held outside the module tree (no second copy of every state_dict key)
+        object.__setattr__(self, "ddp", _gradient_sum_ddp(model, part.edge_index.device))
 
     def set_epoch(self, epoch: int) -> None:
         for ex in self.exchangers:
@@ -148,20 +152,26 @@ class DistGNN(nn.Module):
             raise ValueError("DistGNN: input features must not require grad (layer-0 halos are exchanged once)")
         if self._input_key is not x:
             self._exchange_input(x)
-        return self.module(x, edge_index)
+        return self.ddp(x, edge_index)  # the module's forward; DDP sums the gradients in backward
 
-    def sync_gradients(self) -> None:
-        """Sum every replicated parameter gradient over ranks (one flat all_reduce). Parameters without a
-        gradient contribute zeros, so every rank takes part in the same collective. Per-node quantizer parameters
-        (owned rows only) are not replicated and keep their local gradient."""
-        params = [p for p in self.module.parameters() if p.requires_grad and not getattr(p, SHARDED_ATTR, False)]
-        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
-        dist.all_reduce(flat)
-        offset = 0
-        for p in params:
-            n = p.numel()
-            p.grad = flat[offset: offset + n].view_as(p).clone()
-            offset += n
+
+def _sum_allreduce_hook(group, bucket):  # no annotations: DDP checks them as objects, and these would be strings
+    """DDP comm hook: the bucket's gradients (a ``dist.GradBucket``) summed over ranks; a future of the summed
+    flat tensor (DDP's own hook divides by the world size)."""
+    fut = dist.all_reduce(bucket.buffer(), group=group, async_op=True).get_future()
+    return fut.then(lambda f: f.value()[0])
+
+
+def _gradient_sum_ddp(model: GNN, device: torch.device) -> DistributedDataParallel:
+    """``model`` under DDP on the default process group: replicated parameters only (the sharded per-node
+    quantizer parameters and every buffer are ignored, so DDP never broadcasts a buffer; its broadcast of the
+    replicated parameters at construction repeats ``parallelize_gnn``'s), gradients summed."""
+    ignored = [name for name, p in model.named_parameters() if getattr(p, SHARDED_ATTR, False)]
+    ignored += [name for name, _ in model.named_buffers()]
+    DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(model, ignored)
+    ddp = DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
+    ddp.register_comm_hook(dist.group.WORLD, _sum_allreduce_hook)
+    return ddp
 
 
 def parallelize_gnn(model: GNN, part: Partition, cfg: ParallelConfig, group=None) -> DistGNN:

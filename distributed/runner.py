@@ -365,7 +365,6 @@ def _train_rank(cfg: DistTrainConfig, log) -> dict:
         loss = F.cross_entropy(logits[idx["train"]], y_own[idx["train"]], reduction="sum") / totals["train"]
         penalty = quant_penalty_local(model.module) if cfg.quant != "none" else 0.0
         (loss + penalty).backward()
-        model.sync_gradients()
         opt.step()
         rec = _epoch_record(model, epoch, loss.item(), time.perf_counter() - t0, device)
         if (epoch + 1) % cfg.eval_every == 0 or epoch == cfg.epochs - 1:
