@@ -129,6 +129,12 @@ def worker(scale: int, hidden: int, codec_list: list[str], links: list[tuple[str
                                     group=dist.new_group(backend="gloo"))
             opt = torch.optim.Adam(model.parameters(), lr=0.01)
             Clock.bandwidth = bandwidth
+            dist.barrier()
+            t0 = time.perf_counter()
+            model.exchange_input(x_own)  # the one-time layer-0 input exchange, timed on its own
+            out.append({"link": link, "codec": codec, "setup_s": time.perf_counter() - t0,
+                        "setup_bytes": sum(b for (_, _, kind), b in model.counter.bytes.items() if kind == "setup"),
+                        "input_codec": model.input_codec})
             for epoch in range(epochs + 1):
                 model.set_epoch(epoch)
                 dist.barrier()
@@ -138,7 +144,7 @@ def worker(scale: int, hidden: int, codec_list: list[str], links: list[tuple[str
                 loss = F.cross_entropy(model(x_own, part.edge_index)[train], y_own[train], reduction="sum")
                 (loss / split.train.numel()).backward()
                 opt.step()
-                if epoch > 0:  # epoch 0: warm-up and the one-time layer-0 input exchange
+                if epoch > 0:  # epoch 0: warm-up
                     out.append({"link": link, "codec": codec, "epoch": epoch,
                                 "epoch_s": time.perf_counter() - t0, "comm_s": Clock.comm,
                                 "codec_s": Clock.codec,
@@ -154,7 +160,10 @@ def summarise(per_rank: list[list[dict]], world: int, cores: int) -> list[dict]:
     rows = []
     keys = list(dict.fromkeys((r["link"], r["codec"]) for r in per_rank[0] if "codec" in r))  # run order
     for link, codec in keys:
-        recs = [[r for r in rr if r.get("codec") == codec and r.get("link") == link] for rr in per_rank]
+        recs = [[r for r in rr if r.get("codec") == codec and r.get("link") == link and "epoch" in r]
+                for rr in per_rank]
+        setup = [next(r for r in rr if r.get("codec") == codec and r.get("link") == link and "setup_s" in r)
+                 for rr in per_rank]
         per_epoch = []
         for e in range(len(recs[0])):
             ranks = [rr[e] for rr in recs]
@@ -165,6 +174,8 @@ def summarise(per_rank: list[list[dict]], world: int, cores: int) -> list[dict]:
                               "compute_s": max(r["epoch_s"] - r["comm_s"] - r["codec_s"] for r in ranks),
                               "bytes": sum(r["bytes"] for r in ranks)})
         row = {k: statistics.median(p[k] for p in per_epoch) for k in per_epoch[0]}
+        row.update(setup_s=max(r["setup_s"] for r in setup), setup_bytes=sum(r["setup_bytes"] for r in setup),
+                   input_codec=setup[0]["input_codec"])
         row.update(ranks=world, codec=codec, link=link,
                    oversubscribed=world > cores, epochs_timed=len(per_epoch),
                    epoch_s_all=[round(p["epoch_s"], 4) for p in per_epoch])
@@ -238,7 +249,9 @@ def main() -> None:
     for r in rows:
         print(f"{r['ranks']} ranks{' (oversubscribed)' if r['oversubscribed'] else ''} {r['link']:22s} "
               f"{r['codec']:8s} epoch {r['epoch_s']:.3f} s; compute {r['compute_s']:.3f}, comm {r['comm_s']:.3f}, "
-              f"wait {r['wait_s']:.3f}, codec {r['codec_s']:.3f} (max over ranks each)  {r['bytes'] / 1e6:.1f} MB")
+              f"wait {r['wait_s']:.3f}, codec {r['codec_s']:.3f} (max over ranks each)  {r['bytes'] / 1e6:.1f} MB"
+              + (f"; setup {r['setup_s']:.3f} s, {r['setup_bytes'] / 1e6:.2f} MB ({r['input_codec']})"
+                 if "setup_s" in r else ""))
     speedup = speedups(rows)
     for k, v in speedup.items():
         print(f"vs fp32, {k}: epoch {v['epoch']:.2f}x, communication {v['comm']:.2f}x")
@@ -263,15 +276,19 @@ def render(res: dict) -> list[str]:
              f"File: `benchmarks/results/dist_time.json`. Graph {g.get('name')} ({g.get('num_nodes')} nodes, "
              f"{g.get('num_edges')} edges), {res.get('model')}. Seconds are medians over timed epochs of the max over "
              "ranks. Links: " + "; ".join(f"{k}: {v}" for k, v in res.get("links", {}).items() if v) + ".", "",
+             "Setup: the one-time exchange of layer 0's input rows before the first epoch (its codec: the narrowest "
+             "exact one), timed on its own.", "",
              *table_head("ranks", "link", "codec", "epoch s", "compute s", "comm s", "wait s", "codec s", "MB / epoch",
-                         "epoch speedup vs fp32", "comm speedup vs fp32", "oversubscribed")]
+                         "epoch speedup vs fp32", "comm speedup vs fp32", "setup s (MB, codec)", "oversubscribed")]
     speed = res.get("speedup_vs_fp32", {})
     for r in res.get("rows", []):
         sp = speed.get(f"{r['ranks']} ranks, {r['link']}, {r['codec']}")
         ratios = f"{sp['epoch']:.2f} | {sp['comm']:.2f}" if sp else "- | -"
+        setup = (f"{r['setup_s']:.3f} ({r['setup_bytes'] / 1e6:.2f}, {r['input_codec']})" if "setup_s" in r
+                 else "- (not measured)")
         lines.append(f"| {r['ranks']} | {r['link']} | {r['codec']} | {r['epoch_s']:.3f} | {r['compute_s']:.3f} | "
                      f"{r['comm_s']:.4f} | {r['wait_s']:.3f} | {r['codec_s']:.4f} | {r['bytes'] / 1e6:.2f} | "
-                     f"{ratios} | {r['oversubscribed']} |")
+                     f"{ratios} | {setup} | {r['oversubscribed']} |")
     return lines + ["", f"Note: {res.get('note', '')}", ""]
 
 

@@ -9,11 +9,11 @@ Layout of a checkpoint directory D::
 Why: DCP rewrites its data files in place and replaces only ``.metadata`` atomically, so a rank that died before
 writing its shard left a directory that mixed two epochs and loaded silently. Here a step is written into its own
 directory; every rank writes its DCP shard and its run state (`capture_run_state`: RNG states, halo-exchange
-state, best record, history) with temp file + fsync + ``os.replace``; after a barrier rank 0 hashes the step's files
-and replaces ``latest.json`` (the switch), then removes every other step directory. A kill at any moment leaves
-``latest.json`` naming a complete step, or no manifest at all. `load_step` checks the manifest (world size, config,
-the SHA-256 of every file: `CheckpointError` naming the file) before it loads anything; step directories the
-manifest does not name are partial writes and are removed.
+state, layer 0's input halo rows, best record, history) with temp file + fsync + ``os.replace``; after a barrier
+rank 0 hashes the step's files and replaces ``latest.json`` (the switch), then removes every other step directory.
+A kill at any moment leaves ``latest.json`` naming a complete step, or no manifest at all. `load_step` checks the
+manifest (world size, config, the SHA-256 of every file: `CheckpointError` naming the file) before it loads
+anything; step directories the manifest does not name are partial writes and are removed.
 """
 
 from __future__ import annotations
@@ -208,6 +208,7 @@ def capture_run_state(model, epoch: int, best: dict, history: list[dict], device
             "rng": rng_state(device), "rounding_generator": model.generator.get_state(),
             "dq_mask_generator": model.shard.mask_generator.get_state() if model.shard is not None else None,
             "exchangers": [exchanger_state(ex) for ex in model.exchangers],
+            "input_halo": _copy(model.input_halo),  # layer 0's input halo rows: a resumed run does not resend them
             "best": dict(best), "history": [dict(r) for r in history]}
 
 
@@ -223,6 +224,8 @@ def restore_run_state(model, state: dict, device: torch.device) -> None:
         model.shard.mask_generator.set_state(state["dq_mask_generator"])
     for ex, s in zip(model.exchangers, state["exchangers"], strict=True):
         load_exchanger_state(ex, s, device)
+    if state.get("input_halo") is not None:  # the next forward adopts it instead of exchanging the input again
+        model.module.convs[0].input_halo = state["input_halo"].to(device)
 
 
 # --- the collective protocol -------------------------------------------------------------------------------------

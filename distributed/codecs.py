@@ -58,6 +58,26 @@ def num_bytes(codec: str, num_rows: int, num_features: int) -> int:
     return num_rows * row_bytes(codec, num_features)
 
 
+CODEC_WIDTH_ORDER = ("int1", "int2", "int4", "int8", "fp16", "fp32", "fp64")  # narrowest first (no int1-2c: lossy)
+
+
+def exact_codecs(blocks: list[Tensor], dtype: torch.dtype) -> list[bool]:
+    """For each codec of `CODEC_WIDTH_ORDER`: whether its decoded rows equal every block (N_p, F) exactly (the
+    lossless codec of ``dtype`` and wider ones: True). Exact integer-grid rows are deterministic under stochastic
+    rounding (floor(k + u) = k for u in [0, 1)), so a seeded local generator decides as well as any. Not monotone
+    in width: binary rows fit int1 but not int2 (whose fp16 step 1/3 is inexact)."""
+    lossless = CODEC_WIDTH_ORDER.index(lossless_codec(dtype))
+    gen = torch.Generator(device=blocks[0].device if blocks else "cpu").manual_seed(0)
+    return [i >= lossless or all(b.numel() == 0 or torch.equal(decode(encode(b, c, gen), c, *b.shape).to(b.dtype), b)
+                                 for b in blocks)
+            for i, c in enumerate(CODEC_WIDTH_ORDER)]
+
+
+def narrowest_exact_codec(blocks: list[Tensor], dtype: torch.dtype) -> str:
+    """The first codec of `CODEC_WIDTH_ORDER` that carries every block exactly (`exact_codecs`); binary rows: int1."""
+    return CODEC_WIDTH_ORDER[exact_codecs(blocks, dtype).index(True)]
+
+
 def pack_bits(codes: Tensor, bits: int) -> Tensor:
     """Pack integer codes in [0, 2^bits) along each row, first value in the lowest bits.
 

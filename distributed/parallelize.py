@@ -11,9 +11,10 @@ Order of what is applied (documented here only):
   4. a model quantized with ``quant.quantize_`` (on the full graph, before this call) gets its quantizers
      sharded by `distributed.quantized.shard_quantizers`: per-node parameters keep only the owned rows and are
      left out of the gradient all-reduce (DDP ignores them, and every buffer).
-The layer-0 input is exchanged once, in fp32, at the first step (Sylvie/PipeGCN's pre-processing): input
-features carry no gradient. Dropout of layer 0's halo rows is then drawn by the receiver; every other layer
-exchanges owner-dropped rows, so with dropout 0 the result is exact.
+The layer-0 input is exchanged once, at the first step (Sylvie/PipeGCN's pre-processing), with the narrowest
+codec that keeps it exact (``ParallelConfig.input_codec``), and kept in checkpoints so that a resumed run does not
+send it again: input features carry no gradient. Dropout of layer 0's halo rows is then drawn by the receiver;
+every other layer exchanges owner-dropped rows, so with dropout 0 the result is exact.
 """
 
 from __future__ import annotations
@@ -44,11 +45,20 @@ class ParallelConfig:
             after the one fp32 exchange): bag-of-words inputs such as Coauthor CS (0.9% non-zero) then cost
             O(nnz) in dropout and the first linear map instead of O(N F). Needs a first layer that projects
             before it aggregates and does not quantize its input (`accepts_sparse_input`). Same math as dense.
+        input_codec: codec of the one-time exchange of layer 0's input halo rows. ``"auto"`` (default): the
+            narrowest codec that reproduces every rank's rows exactly (`codecs.narrowest_exact_codec`; binary
+            bag-of-words rows go as int1, 32x fewer bytes than fp32), so results do not change; a codec name forces
+            it (lossy ones perturb the input halo rows once, for the whole run).
     """
 
     exchange: ExchangeConfig = field(default_factory=ExchangeConfig)
     seed: int = 0
     sparse_input: bool = False
+    input_codec: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.input_codec != "auto":
+            codecs.check_codec(self.input_codec)
 
 
 def global_gcn_edges(part: Partition, dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
@@ -116,6 +126,7 @@ class DistGNN(nn.Module):
             model.convs[i] = HaloConv(conv, ex, part.num_owned)
         self.module.convs[0].input_dropout = model.cfg.dropout
         self._input_key: Tensor | None = None
+        self.input_codec: str | None = None  # what the setup exchange used (None: not exchanged by this run)
         self.shard: ShardInfo | None = None
         if is_quantized(model):
             self.shard = shard_quantizers(model, part, None, self.counter, cfg.seed)
@@ -133,26 +144,57 @@ class DistGNN(nn.Module):
         for ex in self.exchangers:
             ex.drain()
 
-    def _exchange_input(self, x: Tensor) -> None:
-        """Fetch the full-precision halo rows of the raw input once (bytes counted as "setup")."""
+    def exchange_input(self, x: Tensor) -> None:
+        """Fetch the halo rows of the raw input ``x`` (N_o, F_in) once, with ``cfg.input_codec`` (bytes counted as
+        "setup"). The first forward on ``x`` calls it; call it first to time the setup on its own. Collective."""
         if x.is_sparse != self.cfg.sparse_input:
             raise ValueError(f"DistGNN: input features are {'sparse' if x.is_sparse else 'dense'} but "
                              f"ParallelConfig.sparse_input is {self.cfg.sparse_input}; pass "
                              f"{'x.to_sparse()' if self.cfg.sparse_input else 'x.to_dense()'}")
         send = [x.detach().index_select(0, idx) for idx in self.part.send_index]
-        send = [s.to_dense() if s.is_sparse else s for s in send]  # full-precision rows on the wire, once
-        t = Transfer(send, self.part.recv_counts, codecs.lossless_codec(x.dtype), None, self.group, async_op=False)
+        send = [s.to_dense() if s.is_sparse else s for s in send]
+        codec = self.cfg.input_codec
+        if codec == "auto":
+            codec = agree_on_codec(codecs.exact_codecs(send, x.dtype), self.group)
+        # its own generator: the training exchanges' stochastic-rounding stream stays what it was without this one
+        gen = torch.Generator(device=x.device).manual_seed(self.cfg.seed * 1000 + self.part.rank + 500_000)
+        t = Transfer(send, self.part.recv_counts, codec, gen, self.group, async_op=False)
         self.counter.add(-1, 0, "setup", t.num_bytes)
-        halo = t.result().to(x.dtype)  # (N_h, F_in)
-        self.module.convs[0].input_halo = halo.to_sparse().coalesce() if x.is_sparse else halo
+        self.input_codec = codec
+        self.set_input_halo(t.result().to(x.dtype), x)
+
+    def set_input_halo(self, halo: Tensor, x: Tensor) -> None:
+        """Install layer 0's input halo rows (N_h, F_in) for the input ``x`` (from the exchange, or from a
+        checkpoint: a resumed run does not send them again)."""
+        if x.is_sparse and not halo.is_sparse:
+            halo = halo.to_sparse().coalesce()
+        self.module.convs[0].input_halo = halo
         self._input_key = x
+
+    @property
+    def input_halo(self) -> Tensor | None:
+        """Layer 0's input halo rows once exchanged (what a checkpoint keeps), else None."""
+        return self.module.convs[0].input_halo
 
     def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
         if x.requires_grad:
             raise ValueError("DistGNN: input features must not require grad (layer-0 halos are exchanged once)")
         if self._input_key is not x:
-            self._exchange_input(x)
+            if self._input_key is None and self.input_halo is not None:
+                self._input_key = x  # restored from a checkpoint (restore_run_state checked the partition)
+            else:
+                self.exchange_input(x)
         return self.ddp(x, edge_index)  # the module's forward; DDP sums the gradients in backward
+
+
+def agree_on_codec(exact: list[bool], group=None) -> str:
+    """The narrowest codec of `codecs.CODEC_WIDTH_ORDER` exact on every rank (``exact``: this rank's
+    `codecs.exact_codecs`; a MIN all-reduce keeps the codecs exact everywhere). Collective."""
+    t = torch.tensor(exact, dtype=torch.int64)
+    if dist.get_backend(group) == "nccl":
+        t = t.cuda()
+    dist.all_reduce(t, op=dist.ReduceOp.MIN, group=group)
+    return codecs.CODEC_WIDTH_ORDER[t.tolist().index(1)]
 
 
 def _sum_allreduce_hook(group, bucket):  # no annotations: DDP checks them as objects, and these would be strings

@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from distributed import checkpoint as ckpt
+from distributed.codecs import CODECS
 from distributed.halo import ExchangeConfig
 from distributed.parallelize import ParallelConfig, parallelize_gnn
 from distributed.partition import build_partition
@@ -79,6 +80,8 @@ class DistTrainConfig:
     # None: sparse COO input when the features are large and sparse and layer 0 takes them unquantized (the rule of
     # gnn.trainer.wants_sparse_input); True/False force it (True fails if layer 0 would densify them)
     sparse_input: bool | None = None
+    # codec of the one-time exchange of layer 0's input halo rows: "auto" = the narrowest exact one (ParallelConfig)
+    input_codec: str = "auto"
     metrics_log: str = ""
     crash_at_epoch: int = -1
     crash_marker: str = ""
@@ -94,6 +97,9 @@ class DistTrainConfig:
         if self.partition_method not in METHODS:
             raise ValueError(f"DistTrainConfig: unknown partition method {self.partition_method!r}; "
                              f"valid: {', '.join(METHODS)}")
+        if self.input_codec != "auto" and self.input_codec not in CODECS:
+            raise ValueError(f"DistTrainConfig: unknown input_codec {self.input_codec!r}; valid: auto, "
+                             f"{', '.join(CODECS)}")
         if self.quant not in QUANT_MODES:
             raise ValueError(f"DistTrainConfig: unknown --quant {self.quant!r}; valid: {', '.join(QUANT_MODES)}")
         if self.export_path and (self.quant not in ("a2q", "degree-aware") or self.arch != "gcn"):
@@ -207,7 +213,8 @@ def _set_dcp_state(model, opt, state: dict) -> None:
 
 # Settings a resumed run must share with the checkpoint (epochs, logging and checkpoint cadence may change).
 RESUME_FIELDS = ("dataset", "arch", "num_parts", "exchange", "hidden_dim", "num_layers", "dropout", "lr",
-                 "weight_decay", "partition_method", "seed", "quant", "target_bits", "sparse_input", "device", "dtype")
+                 "weight_decay", "partition_method", "seed", "quant", "target_bits", "sparse_input", "device", "dtype",
+                 "input_codec")
 
 
 def resume_fingerprint(cfg: DistTrainConfig) -> dict:
@@ -345,7 +352,7 @@ def _train_rank(cfg: DistTrainConfig, log) -> dict:
     if sparse_input:
         x_own = x_own.to_sparse().coalesce()  # (N_o, F) COO: dropout and the first linear map cost O(nnz)
     model = parallelize_gnn(gnn, part, ParallelConfig(exchange=cfg.exchange, seed=cfg.seed,
-                                                      sparse_input=sparse_input),
+                                                      sparse_input=sparse_input, input_codec=cfg.input_codec),
                             group=dist.new_group(backend=dist.get_backend()))
     opt = _optimizer(model, cfg)
     ei = part.edge_index
@@ -389,6 +396,7 @@ def _train_rank(cfg: DistTrainConfig, log) -> dict:
            "num_halo": part.num_halo,
            "history": history, "best_val_acc": best["val"], "test_acc_at_best_val": best["test"],
            "best_epoch": best["epoch"], "setup_bytes": int(setup_t.item()),
+           "input_codec": model.input_codec or "reused from the checkpoint",
            "state_dict": {k: v.detach().cpu().clone() for k, v in model.module.state_dict().items()}}
     if cfg.quant != "none":
         out.update(_finish_quantized(model, cfg, g, full_data, log))

@@ -42,6 +42,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--partition-method", default="metis", choices=METHODS)
     p.add_argument("--exchange", default="fp32", choices=CODECS, help="codec of forward halo rows")
     p.add_argument("--grad-exchange", default="", choices=("", *CODECS), help="codec of halo gradients")
+    p.add_argument("--input-exchange", default="auto", choices=("auto", *CODECS),
+                   help="codec of the one-time exchange of layer 0's input rows (auto: the narrowest exact one, e.g. "
+                        "int1 for binary bag-of-words; a resumed run reuses them from its checkpoint)")
     p.add_argument("--pipeline", action="store_true", help="one-epoch-stale halos overlapped with compute")
     p.add_argument("--sync-every", type=int, default=0, help="with --pipeline: every K-th epoch synchronous")
     p.add_argument("--delta", action="store_true", help="EF21-style delta coding of forward halo rows")
@@ -102,7 +105,7 @@ def build_config(args: argparse.Namespace, world_size: int) -> DistTrainConfig:
                            target_bits=args.target_bits, export_path=args.export,
                            metrics_log=args.metrics_log, crash_at_epoch=args.crash_at_epoch,
                            crash_marker=args.crash_marker, crash_point=args.crash_point,
-                           device=resolve_device(args.device), dtype=args.dtype)
+                           device=resolve_device(args.device), dtype=args.dtype, input_codec=args.input_exchange)
 
 
 def resolve_device(flag: str) -> str:

@@ -42,3 +42,17 @@ def raise_on_rank(rank: int) -> int:
 def warn_to_stderr() -> int:
     print(f"note from rank {dist.get_rank()}", file=sys.stderr, flush=True)
     return dist.get_rank()
+
+
+def agree_on_input_codec() -> str:
+    """Rank 0 holds binary rows (int1 alone would do), rank 1 rows of 0..3 (int2 alone would do, but int2's grid
+    misses rank 0's 1): the narrowest codec exact on both is fp16."""
+    from distributed.codecs import exact_codecs
+    from distributed.parallelize import agree_on_codec
+
+    g = torch.Generator().manual_seed(dist.get_rank())
+    top = 1 if dist.get_rank() == 0 else 3
+    rows = torch.randint(0, top + 1, (20, 9), generator=g).float()
+    rows[:, 0] = top  # every row spans 0..top
+    rows[:, 1] = 0
+    return agree_on_codec(exact_codecs([rows], torch.float32))

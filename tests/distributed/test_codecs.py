@@ -1,4 +1,5 @@
-"""Codecs: exact byte counts, round-trip error bounds, unbiased stochastic rounding, contractive 1-bit code."""
+"""Codecs: exact byte counts, round-trip error bounds, unbiased stochastic rounding, contractive 1-bit code, and the
+narrowest exact codec of the one-time input exchange (the ranks agree on it)."""
 
 import math
 
@@ -118,3 +119,28 @@ def test_unknown_codec_lists_valid_ones():
 def test_decode_rejects_wrong_size():
     with pytest.raises(ValueError, match="expected"):
         codecs.decode(torch.zeros(6, dtype=torch.uint8), "int1", 1, 8)
+
+
+def test_narrowest_exact_codec_keeps_the_rows_exactly():
+    g = torch.Generator().manual_seed(0)
+    binary = (torch.rand(30, 40, generator=g) < 0.2).float()
+    counts = torch.randint(0, 4, (30, 40), generator=g).float()
+    counts[:, 0], counts[:, 1] = 0, 3  # every row spans 0..3: int2's grid
+    thirds = binary / 3  # row-normalised bag-of-words: 1/3 is no fp16 value
+    assert codecs.narrowest_exact_codec([binary, torch.zeros(0, 40)], torch.float32) == "int1"
+    assert codecs.narrowest_exact_codec([counts], torch.float32) == "int2"
+    # every block must fit: binary rows miss int2's grid (step 1/3 in fp16), int4's and int8's too
+    assert codecs.exact_codecs([binary, counts], torch.float32) == [False, False, False, False, True, True, True]
+    assert codecs.narrowest_exact_codec([binary, counts], torch.float32) == "fp16"
+    assert codecs.narrowest_exact_codec([thirds], torch.float32) == "fp32"
+    assert codecs.narrowest_exact_codec([binary.double() / 3], torch.float64) == "fp64"  # no float32 value
+    for block, codec in ((binary, "int1"), (counts, "int2")):
+        assert torch.equal(codecs.decode(codecs.encode(block, codec), codec, *block.shape), block)
+
+
+def test_ranks_agree_on_the_narrowest_codec_exact_for_all():
+    from rank_functions import agree_on_input_codec
+
+    from distributed.launch import spawn
+
+    assert spawn(agree_on_input_codec, 2) == ["fp16", "fp16"]

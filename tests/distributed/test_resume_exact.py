@@ -54,6 +54,8 @@ def runs(tmp_path_factory):
 def test_stop_and_resume_equals_uninterrupted(runs):
     for full, _, resumed in runs.results:  # every rank
         assert [h["epoch"] for h in resumed["history"]] == list(range(EPOCHS))
+        assert full["setup_bytes"] > 0 and full["input_codec"] == "fp32"  # Cora's row-normalised rows: no fp16
+        assert resumed["setup_bytes"] == 0 and resumed["input_codec"] == "reused from the checkpoint"
         assert len({h["loss"] for h in full["history"]}) == EPOCHS  # it trains: not a constant run
         assert_same_run(resumed, full)
     manifest = json.loads((runs.ckdir / ckpt.MANIFEST).read_text())
