@@ -16,6 +16,7 @@ import json
 import os
 import sys
 from dataclasses import asdict, replace
+from datetime import timedelta
 from pathlib import Path
 
 import torch
@@ -23,6 +24,8 @@ import torch.distributed as dist
 
 from distributed.codecs import CODECS
 from distributed.teardown import finish_process_groups, run_rank_main
+from distributed.train import init_process_group
+from graphtransformer.checkpointing import CheckpointConfig, SeedCheckpoints, ensure_process_group
 from graphtransformer.cluster import metis_relabeling
 from graphtransformer.model import BRANCH_ACTIVATIONS, GraphTransformer
 from graphtransformer.training import (
@@ -97,6 +100,14 @@ def _parse() -> argparse.Namespace:
                    help="average feature bits (a2q, degree-aware)")
     p.add_argument("--penalty-weight", type=float, default=QuantConfig.penalty_weight,
                    help="a of the memory penalty a*relu(M-M_t)^2")
+    p.add_argument("--checkpoint-dir", default="", help="checkpoint every --checkpoint-every epochs into this folder "
+                   "(one sub-folder per seed; torch.distributed.checkpoint, crash-consistent)")
+    p.add_argument("--checkpoint-every", type=int, default=10, help="epochs between checkpoints")
+    p.add_argument("--resume", action="store_true", help="continue from --checkpoint-dir (finished seeds are kept, "
+                   "the running one resumes after its last checkpoint); with torchrun --max-restarts a crashed job "
+                   "restarts into it")
+    p.add_argument("--crash-at-epoch", type=int, default=-1, help=argparse.SUPPRESS)  # fault injection (tests)
+    p.add_argument("--crash-marker", default="", help=argparse.SUPPRESS)
     p.add_argument("--export", default=None, metavar="PATH",
                    help="with --quant a2q|degree-aware: write the last seed's final model as a .qgraph export")
     p.add_argument("--device", default="cpu",
@@ -167,13 +178,18 @@ def main() -> None:
     if distributed and args.quant != "none":
         raise SystemExit("error: --quant runs single-process only (per-node quantizer tables are indexed by global "
                          "node id); drop --quant or run with python -m graphtransformer.train and --cp 1 --hp 1")
+    if args.checkpoint_dir and args.quant != "none":
+        raise SystemExit("error: --checkpoint-dir covers the unquantized training loop; drop --quant or the "
+                         "checkpointing")
+    if args.checkpoint_every < 1:
+        raise SystemExit(f"error: --checkpoint-every {args.checkpoint_every}: checkpoint after every K >= 1 epochs")
     if distributed and args.ema_decay > 0:
         raise SystemExit("error: --ema-decay is single-process only (the weight average of FSDP2-sharded and "
                          "replicated parameters is not yet tested against one process); drop --ema-decay or run "
                          "with --cp 1 --hp 1")
     if distributed:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("WORLD_SIZE", "1"))))
-        dist.init_process_group("gloo")
+        init_process_group(timedelta(seconds=COLLECTIVE_TIMEOUT_S))  # a restarted attempt: a fresh rendezvous
     gd = load_dataset(args.dataset)
     if gd.task != "node" or gd.data.x is None:
         raise ValueError(f"train: dataset {args.dataset!r} is not a node-classification dataset with features")
@@ -188,8 +204,14 @@ def main() -> None:
     else:
         graph = graph.to(device)
         rows = single_process_rows(graph)
+    checkpoints = _checkpoint_config(args, distributed)
     records = []
     for seed in range(args.seeds):
+        seed_ck = SeedCheckpoints(checkpoints, seed) if checkpoints is not None else None
+        done = seed_ck.done_record() if seed_ck is not None and args.resume else None
+        if done is not None:  # finished before a restart
+            records.append(done)
+            continue
         torch.manual_seed(seed)
         model = GraphTransformer(model_config(cfg, gd.num_features, gd.num_classes)).to(device)
         if distributed:
@@ -204,7 +226,9 @@ def main() -> None:
             records.append(train_quantized_seed(model, graph, pe, data, split, cfg, seed, qcfg,
                                                 export_to=args.export if last else None, dataset=args.dataset))
         else:
-            records.append(train_seed(model, data, split, pe, rows, cfg, seed))
+            records.append(train_seed(model, data, split, pe, rows, cfg, seed, checkpoints=seed_ck))
+            if seed_ck is not None:
+                seed_ck.finish(records[-1])
     result = {"dataset": args.dataset, "device": str(device), "config": asdict(cfg), "schedule": list(cfg.schedule()),
               "quant": args.quant,
               "cp": args.cp, "hp": args.hp, "halo_codec": args.halo_codec,
@@ -216,8 +240,27 @@ def main() -> None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(result, indent=1))
         print(json.dumps({k: v for k, v in result.items() if k != "config"}, indent=1))
-    if distributed:
+    if distributed or checkpoints is not None:
         finish_process_groups()
+
+
+COLLECTIVE_TIMEOUT_S = 300  # no rank waits forever on a peer that died
+
+# Settings that do not change what a resumed run computes (the rest must match the checkpoint's).
+NOT_FINGERPRINTED = ("epochs", "seeds", "out", "resume", "checkpoint_dir", "checkpoint_every", "crash_at_epoch",
+                     "crash_marker", "export", "device", "patience")
+
+
+def _checkpoint_config(args: argparse.Namespace, distributed: bool) -> CheckpointConfig | None:
+    """The run's checkpointing, or None; a single-process run gets a one-process group (DCP is collective)."""
+    if not args.checkpoint_dir:
+        return None
+    if not distributed:
+        ensure_process_group()
+    fingerprint = {k: v for k, v in sorted(vars(args).items()) if k not in NOT_FINGERPRINTED}
+    return CheckpointConfig(directory=Path(args.checkpoint_dir), every=args.checkpoint_every, resume=args.resume,
+                            fingerprint=fingerprint, crash_at_epoch=args.crash_at_epoch,
+                            crash_marker=args.crash_marker)
 
 
 if __name__ == "__main__":

@@ -213,14 +213,17 @@ def is_better(val_acc: float, val_loss: float, best: dict) -> bool:
 
 def train_seed(model: GraphTransformer, data, split, pe: Tensor, rows: Rows, cfg: TrainConfig,
                seed: int, opt: torch.optim.Optimizer | None = None,
-               penalty: Callable[[], Tensor] | None = None) -> dict:
+               penalty: Callable[[], Tensor] | None = None, checkpoints=None) -> dict:
     """Train one model; returns the record of the validation-selected epoch (accuracies on all nodes).
 
     ``model`` is called as ``model(x, rows.graph, pe=..., step=...)``: a :class:`GraphTransformer` with an
     attention graph, or a :class:`~graphtransformer.quantize.QuantizableGraphTransformer` with the edge_index.
     ``opt``: a ready optimizer (e.g. built over FSDP2-sharded parameters or with quantizer groups); default
-    :func:`make_optimizer`. ``penalty``: an extra loss term (the quantization memory penalty).
+    :func:`make_optimizer`. ``penalty``: an extra loss term (the quantization memory penalty). ``checkpoints``: a
+    :class:`~graphtransformer.checkpointing.SeedCheckpoints` to resume from and checkpoint into.
     """
+    from graphtransformer.checkpointing import TrainState
+
     n = data.num_nodes
     device = next(model.parameters()).device  # the data follow the model (a GPU for single-process training)
     x, y, labels = node_features(data.x, rows).to(device), rows.shard(data.y).to(device), data.y.to(device)
@@ -229,10 +232,14 @@ def train_seed(model: GraphTransformer, data, split, pe: Tensor, rows: Rows, cfg
     pe = pe.to(device)
     opt = opt or make_optimizer(model, cfg)
     ema = WeightAverage(model, cfg.ema_decay) if cfg.ema_decay > 0 else None
-    gen = torch.Generator().manual_seed(seed)
-    best = {"val_acc": -1.0, "val_loss": math.inf}
-    since_best, start = 0, time.perf_counter()
-    for epoch in range(cfg.epochs):
+    state = TrainState(epoch=0, best={"val_acc": -1.0, "val_loss": math.inf}, since_best=0,
+                       generator=torch.Generator().manual_seed(seed), ema=ema)
+    if checkpoints is not None:
+        checkpoints.resume(model, opt, state, device)
+    gen, start, epochs_run = state.generator, time.perf_counter(), state.epoch
+    for epoch in range(state.epoch, cfg.epochs):
+        if checkpoints is not None:
+            checkpoints.maybe_crash(epoch)
         model.train()
         pe_epoch = random_sign_flip(pe, gen) if cfg.pe == "laplacian" else pe
         logits = model(x, rows.graph, pe=rows.shard(pe_epoch), step=epoch)
@@ -249,16 +256,20 @@ def train_seed(model: GraphTransformer, data, split, pe: Tensor, rows: Rows, cfg
         with ema.swapped() if ema is not None else nullcontext():
             ev = evaluate(model, x, labels, pe, rows, masks)
         (val_acc, val_loss), (test_acc, _) = ev["val"], ev["test"]
-        if is_better(val_acc, val_loss, best):
-            best = {"epoch": epoch, "val_acc": val_acc, "val_loss": val_loss, "test_acc": test_acc,
-                    "train_loss": loss.item()}
-            since_best = 0
+        epochs_run = epoch + 1
+        if is_better(val_acc, val_loss, state.best):
+            state.best = {"epoch": epoch, "val_acc": val_acc, "val_loss": val_loss, "test_acc": test_acc,
+                          "train_loss": loss.item()}
+            state.since_best = 0
         else:
-            since_best += 1
-            if since_best >= cfg.patience:
-                break
+            state.since_best += 1
+        if checkpoints is not None:
+            checkpoints.save_if_due(epoch, model, opt, state, device)
+        if state.since_best >= cfg.patience:
+            break
+    best = dict(state.best)
     best["seconds"] = time.perf_counter() - start
-    best["epochs_run"] = epoch + 1
+    best["epochs_run"] = epochs_run
     best["seed"] = seed
     return best
 
