@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks._common import RESULTS, machine, machine_line, mean_std, pm, save_json, table_head, table_row
+from benchmarks._common import RESULTS, load_json, machine, machine_line, mean_std, pm, save_json, table_head, table_row
 from gnn.data.loaders import load_dataset
 from gnn.experiment import run_experiment
 from gnn.presets import model_and_train_config, with_overrides
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--folds", type=int, default=10, help="folds 0..K-1 of the 10-fold split (default: all)")
     p.add_argument("--cases", default="all", help="comma-separated dataset:model pairs (default: "
-                   + ", ".join(f"{d}:{m}" for d, m in CASES) + ")")
+                   + ", ".join(f"{d}:{m}" for d, m in CASES) + "); a subset replaces its rows in the results file")
     args = p.parse_args(argv)
     cases = CASES if args.cases == "all" else [tuple(c.split(":")) for c in args.cases.split(",")]
     cells = []
@@ -93,8 +93,16 @@ def main(argv: list[str] | None = None) -> dict:
         for dataset, arch in cases:
             cells.append(run_case(dataset, arch, args.folds, Path(tmp)))
             print(render({"cells": cells})[-1], flush=True)
+    command = f"python -m benchmarks.graph_level_chain --folds {args.folds}" + (
+        f" --cases {args.cases}" if args.cases != "all" else "")
+    if args.cases != "all" and PATH.is_file():  # a subset: replace its rows, keep the others (and their command)
+        old = load_json(PATH)
+        mine = {(c["dataset"], c["model"]) for c in cells}
+        cells = [c for c in old["cells"] if (c["dataset"], c["model"]) not in mine] + cells
+        command = f"{old['command']}; {command}"
+    cells.sort(key=lambda c: CASES.index((c["dataset"], c["model"])) if (c["dataset"], c["model"]) in CASES else 99)
     res = {"cells": cells, "target_bits": TARGET_BITS, "penalty_weight": PENALTY_WEIGHT, "machine": machine(),
-           "command": f"python -m benchmarks.graph_level_chain --folds {args.folds}"}
+           "command": command}
     save_json(PATH, res)
     return res
 
