@@ -95,6 +95,16 @@ def train_and_export(train_args: list[str], run_dir: Path, qgraph: Path) -> tupl
     return out, json.loads((qgraph / "manifest.json").read_text())["metrics"]
 
 
+def merge_subset(path: Path, cells: list[dict], key, command: str) -> tuple[list[dict], str]:
+    """A run over a subset of a benchmark's cases: its ``cells`` replace the cells of the same ``key(cell)`` in the
+    results file at ``path`` and the others are kept; ``command`` is appended to the file's command."""
+    old = load_json(path)
+    if not old:
+        return cells, command
+    mine = {key(c) for c in cells}
+    return [c for c in old.get("cells", []) if key(c) not in mine] + cells, f"{old['command']}; then {command}"
+
+
 def mean_std(values: list[float]) -> dict:
     """``{"mean", "std" (sample, ddof 1; 0 for one value), "n"}`` of ``values``: how every benchmark reports a metric
     over seeds or folds."""

@@ -20,7 +20,17 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks._common import RESULTS, load_json, machine, machine_line, mean_std, pm, save_json, table_head, table_row
+from benchmarks._common import (
+    RESULTS,
+    machine,
+    machine_line,
+    mean_std,
+    merge_subset,
+    pm,
+    save_json,
+    table_head,
+    table_row,
+)
 from gnn.data.loaders import load_dataset
 from gnn.experiment import run_experiment
 from gnn.presets import model_and_train_config, with_overrides
@@ -95,11 +105,8 @@ def main(argv: list[str] | None = None) -> dict:
             print(render({"cells": cells})[-1], flush=True)
     command = f"python -m benchmarks.graph_level_chain --folds {args.folds}" + (
         f" --cases {args.cases}" if args.cases != "all" else "")
-    if args.cases != "all" and PATH.is_file():  # a subset: replace its rows, keep the others (and their command)
-        old = load_json(PATH)
-        mine = {(c["dataset"], c["model"]) for c in cells}
-        cells = [c for c in old["cells"] if (c["dataset"], c["model"]) not in mine] + cells
-        command = f"{old['command']}; {command}"
+    if args.cases != "all":  # a subset: replace its rows, keep the others (and their command)
+        cells, command = merge_subset(PATH, cells, lambda c: (c["dataset"], c["model"]), command)
     cells.sort(key=lambda c: CASES.index((c["dataset"], c["model"])) if (c["dataset"], c["model"]) in CASES else 99)
     res = {"cells": cells, "target_bits": TARGET_BITS, "penalty_weight": PENALTY_WEIGHT, "machine": machine(),
            "command": command}

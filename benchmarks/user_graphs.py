@@ -23,7 +23,17 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from benchmarks._common import RESULTS, load_json, machine, machine_line, mean_std, pm, save_json, table_head, table_row
+from benchmarks._common import (
+    RESULTS,
+    machine,
+    machine_line,
+    mean_std,
+    merge_subset,
+    pm,
+    save_json,
+    table_head,
+    table_row,
+)
 from gnn.data.graph_files import detect_format
 from gnn.data.loaders import load_dataset
 from gnn.data.registry import cache_dir, ensure_raw, get_entry
@@ -134,11 +144,8 @@ def main(argv: list[str] | None = None) -> dict:
                                    work, by_name))
             print(render({"cells": cells})[-1], flush=True)
     command = f"python -m benchmarks.user_graphs --seeds {args.seeds}"
-    if args.graphs != "all" and PATH.is_file():  # a subset: replace its rows, keep the others
-        old = load_json(PATH)
-        mine = {c["graph"] for c in cells}
-        cells = [c for c in old["cells"] if c["graph"] not in mine] + cells
-        command = old["command"] + f"; then {command} --graphs {args.graphs}"
+    if args.graphs != "all":  # a subset: replace its rows, keep the others
+        cells, command = merge_subset(PATH, cells, lambda c: c["graph"], f"{command} --graphs {args.graphs}")
     res = {"cells": cells, "target_bits": TARGET_BITS, "sbm": SBM, "machine": machine(), "command": command}
     save_json(PATH, res)
     return res
