@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import torch
+
 from benchmarks._common import (
     RESULTS,
     machine,
@@ -109,7 +111,7 @@ def main(argv: list[str] | None = None) -> dict:
         cells, command = merge_subset(PATH, cells, lambda c: (c["dataset"], c["model"]), command)
     cells.sort(key=lambda c: CASES.index((c["dataset"], c["model"])) if (c["dataset"], c["model"]) in CASES else 99)
     res = {"cells": cells, "target_bits": TARGET_BITS, "penalty_weight": PENALTY_WEIGHT, "machine": machine(),
-           "command": command}
+           "command": command, "torch_threads": torch.get_num_threads()}
     save_json(PATH, res)
     return res
 
@@ -125,7 +127,9 @@ def render(res: dict) -> list[str]:
              "fold), best checkpoint on validation; each fold's test graphs exported as one block-diagonal graph "
              "with the integer readout (pooling and head, `quant.readout`) and compared with the fake-quant model on "
              "the same graphs; fold 0's export simulated (MEGA vs the HyGCN-like baseline, cycles of the layers; "
-             "the readout is checked, not timed).", "",
+             "the readout is checked, not timed). Accuracies depend on the thread count (float summation order "
+             "changes the trajectories): these runs used "
+             f"{res.get('torch_threads', 'the default number of')} torch thread(s) per process.", "",
              *table_head("dataset", "model", "folds", "fake-quant (%)", "integer (%)", "max abs delta (pt)", "bits",
                          "bytes vs FP32", "MEGA vs HyGCN cycles", "functional check")]
     for c in res.get("cells", []):
