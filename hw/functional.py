@@ -70,7 +70,7 @@ def check_workload(workload, layouts: list[FeatureLayout | None] | None = None, 
     """Check every layer; ``layouts[l]`` = the simulated input layout of layer ``l`` (its AP stream is decoded). A
     graph classifier's workload also checks its readout: ``"readout bit-exact"`` last."""
     modes = _check_layers(workload, layouts, max_macs)
-    if getattr(workload, "readout", None) is not None:
+    if workload.readout is not None:
         modes.append(_check_readout(workload))
     return modes
 

@@ -68,7 +68,7 @@ def run_simulation(workload, cfg: AcceleratorConfig, check: bool = True, max_che
         "ops": dict(sim.ops),
         "functional_check": modes,
         **({"readout": {"timed": False, "num_graphs": int(workload.readout.graph_ptr.size - 1),
-                        **workload.readout.ops()}} if getattr(workload, "readout", None) is not None else {}),
+                        **workload.readout.ops()}} if workload.readout is not None else {}),
         "sim_wall_s": wall,
         "sim_cycles_per_s": total / wall if wall else 0.0,
         "sim_edges_per_s": workload.num_edges * len(workload.layers) / wall if wall else 0.0,

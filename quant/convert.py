@@ -83,7 +83,8 @@ def per_node(q: A2QQuantizer, in_deg: torch.Tensor, who: str) -> tuple[np.ndarra
         if idx is None or idx.numel() != in_deg.numel():
             raise ValueError(f"{who}: a Nearest Neighbor (NNS) quantizer's per-node steps are its selection on the "
                              f"exported graph; run the model in eval mode on those {in_deg.numel()} nodes first")
-        steps, bits = steps[idx.cpu()], bits[idx.cpu()]
+        idx = idx.cpu()
+        steps, bits = steps[idx], bits[idx]
     elif q.scheme != "node":
         raise ValueError(f"{who} uses scheme {q.scheme!r}; per-node values exist for the schemes 'node', 'degree' "
                          "and 'nns'")
