@@ -183,7 +183,8 @@ def exchanger_state(ex) -> dict:
     return {"ref_send": _copy(ex.ref_send), "ref_recv": _copy(ex.ref_recv), "last_halo": _copy(ex.last_halo),
             "pending_fwd": None if fwd is None else _copy(fwd[0].rows),
             "pending_fwd_refresh": None if fwd is None else bool(fwd[1]),
-            "pending_bwd": None if bwd is None else _copy(bwd.rows)}
+            "pending_bwd": None if bwd is None else _copy(bwd.rows),
+            "prev_sent": _copy(ex.prev_sent), "drift": ex.drift}
 
 
 def load_exchanger_state(ex, state: dict, device: torch.device) -> None:
@@ -195,6 +196,7 @@ def load_exchanger_state(ex, state: dict, device: torch.device) -> None:
     fwd, bwd = to(state["pending_fwd"]), to(state["pending_bwd"])
     ex.pending_fwd = None if fwd is None else (ResolvedTransfer(fwd), state["pending_fwd_refresh"])
     ex.pending_bwd = None if bwd is None else ResolvedTransfer(bwd)
+    ex.prev_sent, ex.drift = to(state.get("prev_sent")), tuple(state.get("drift", (0.0, 0.0)))
 
 
 def partition_digest(owned: Tensor) -> str:
@@ -209,6 +211,7 @@ def capture_run_state(model, epoch: int, best: dict, history: list[dict], device
             "dq_mask_generator": model.shard.mask_generator.get_state() if model.shard is not None else None,
             "exchangers": [exchanger_state(ex) for ex in model.exchangers],
             "input_halo": _copy(model.input_halo),  # layer 0's input halo rows: a resumed run does not resend them
+            "staleness": model.adaptor.state_dict() if model.adaptor is not None else None,
             "best": dict(best), "history": [dict(r) for r in history]}
 
 
@@ -224,6 +227,8 @@ def restore_run_state(model, state: dict, device: torch.device) -> None:
         model.shard.mask_generator.set_state(state["dq_mask_generator"])
     for ex, s in zip(model.exchangers, state["exchangers"], strict=True):
         load_exchanger_state(ex, s, device)
+    if model.adaptor is not None:
+        model.adaptor.load_state_dict(state["staleness"])
     if state.get("input_halo") is not None:  # the next forward adopts it instead of exchanging the input again
         model.module.convs[0].input_halo = state["input_halo"].to(device)
 

@@ -12,8 +12,9 @@ Modes (`ExchangeConfig`):
   * synchronous: fresh halos every step (exact with fp32: equals single-process training);
   * pipelined (PipeGCN / Sylvie): a training step uses the halo rows and the halo gradients sent during the
     previous step while this step's transfer runs in the background (``async_op``); every ``sync_every``-th
-    epoch is synchronous (bounded staleness). Halo gradients pending when a synchronous epoch starts are
-    dropped (their step is over);
+    epoch is synchronous (bounded staleness), or, with ``staleness_budget``, the epochs that Sylvie's Bounded
+    Staleness Adaptor (`distributed.staleness`) picks from the measured drift of the boundary rows. Halo gradients
+    pending when a synchronous epoch starts are dropped (their step is over);
   * delta (EF21-style, forward only): sender and receiver hold the same reference copy of every boundary row;
     the sender transmits C(x - ref) and both add the decoded delta to the reference; every ``refresh_every``-th
     epoch sends fp32 rows to reset the references. Evaluation steps use the references without updating them.
@@ -21,6 +22,7 @@ Modes (`ExchangeConfig`):
 
 from __future__ import annotations
 
+import math
 import time
 from collections import defaultdict
 from dataclasses import dataclass
@@ -31,6 +33,7 @@ from torch import Tensor
 
 from distributed import codecs
 from distributed.partition import Partition
+from distributed.staleness import row_drift
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,7 +44,10 @@ class ExchangeConfig:
         codec: codec of forward halo rows (see `codecs.CODECS`).
         grad_codec: codec of backward halo gradients; "" means the same as ``codec``.
         pipeline: use one-step-stale halos and overlap the transfer with compute.
-        sync_every: with ``pipeline``, every K-th epoch ((epoch + 1) % K == 0) is synchronous; 0 = never.
+        sync_every: with ``pipeline``, every K-th epoch ((epoch + 1) % K == 0) is synchronous; 0 = never. With
+            ``staleness_budget`` it is the bound: a synchronous epoch at least every K epochs.
+        staleness_budget: with ``pipeline``, adaptive synchronisation (`distributed.staleness`): a synchronous
+            epoch whenever the stale epochs since the last one would exceed this total relative drift; 0 = off.
         delta: forward delta coding against a shared reference (EF21-style).
         refresh_every: with ``delta``, send exact fp32 rows every this many epochs.
     """
@@ -50,6 +56,7 @@ class ExchangeConfig:
     grad_codec: str = ""
     pipeline: bool = False
     sync_every: int = 0
+    staleness_budget: float = 0.0
     delta: bool = False
     refresh_every: int = 20
 
@@ -63,6 +70,16 @@ class ExchangeConfig:
             raise ValueError(f"ExchangeConfig: refresh_every={self.refresh_every}; need >= 1")
         if self.sync_every and not self.pipeline:
             raise ValueError("ExchangeConfig: sync_every only acts with pipeline=True; set pipeline or drop it")
+        if not (math.isfinite(self.staleness_budget) and self.staleness_budget >= 0):
+            raise ValueError(f"ExchangeConfig: staleness_budget={self.staleness_budget}; use 0 (off) or a drift > 0")
+        if self.staleness_budget and not (self.pipeline and self.sync_every):
+            raise ValueError("ExchangeConfig: staleness_budget (adaptive synchronisation) needs pipeline=True and "
+                             "sync_every=K as its bound (a synchronous epoch at least every K epochs)")
+
+    @property
+    def adaptive(self) -> bool:
+        """Whether Sylvie's Bounded Staleness Adaptor picks the synchronous epochs."""
+        return self.staleness_budget > 0
 
     @property
     def backward_codec(self) -> str:
@@ -129,6 +146,11 @@ class HaloExchanger:
         self.ref_send: Tensor | None = None  # (sum S_p, F) delta reference of rows sent
         self.ref_recv: Tensor | None = None  # (N_h, F) delta reference of halo rows
         self.last_halo: Tensor | None = None  # (N_h, F) the halo of the last training step
+        # adaptive synchronisation (cfg.adaptive): DistGNN.set_epoch decides; the rows sent by the last training step
+        # (exact, before the codec) and the drift sums of this epoch's step (`staleness.row_drift`)
+        self.synchronous_now = False
+        self.prev_sent: Tensor | None = None  # (sum S_p, F)
+        self.drift = (0.0, 0.0)
 
     # --- epoch control -------------------------------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
@@ -137,8 +159,15 @@ class HaloExchanger:
     @property
     def stale(self) -> bool:
         """Whether this epoch's training steps use one-step-stale halos."""
+        if self.cfg.adaptive:
+            return not self.synchronous_now
         k = self.cfg.sync_every
         return self.cfg.pipeline and not (k and (self.epoch + 1) % k == 0)
+
+    def take_drift(self) -> tuple[float, float]:
+        """The drift sums of the last training step (`staleness.row_drift`), reset to zero."""
+        drift, self.drift = self.drift, (0.0, 0.0)
+        return drift
 
     def _timed_result(self, t: Transfer) -> Tensor:
         start = time.perf_counter()
@@ -149,6 +178,11 @@ class HaloExchanger:
     # --- forward ---------------------------------------------------------------------------------------
     def _post_forward(self, x_own: Tensor, direction: str, update: bool) -> tuple[Transfer, bool]:
         send_rows = [x_own.detach()[idx] for idx in self.part.send_index]  # per peer (S_p, F)
+        if self.cfg.adaptive and update and send_rows:
+            sent = torch.cat(send_rows)
+            if self.prev_sent is not None:
+                self.drift = row_drift(self.prev_sent, sent)
+            self.prev_sent = sent
         refresh = self.epoch % self.cfg.refresh_every == 0 or self.ref_send is None
         codec = codecs.lossless_codec(x_own.dtype) if refresh or not self.cfg.delta else self.cfg.codec
         if self.cfg.delta and not refresh:

@@ -30,6 +30,7 @@ from distributed import codecs
 from distributed.halo import ByteCounter, ExchangeConfig, HaloExchanger, Transfer, halo_exchange
 from distributed.partition import Partition
 from distributed.quantized import SHARDED_ATTR, ShardInfo, shard_quantizers
+from distributed.staleness import StalenessAdaptor, relative_drift
 from gnn.conv import GCNConv
 from gnn.models import GNN, dropout
 from gnn.trainer import first_layer_takes_sparse
@@ -128,16 +129,35 @@ class DistGNN(nn.Module):
         self._input_key: Tensor | None = None
         self.input_codec: str | None = None  # what the setup exchange used (None: not exchanged by this run)
         self.shard: ShardInfo | None = None
+        ex_cfg = cfg.exchange
+        self.adaptor = StalenessAdaptor(ex_cfg.staleness_budget, ex_cfg.sync_every) if ex_cfg.adaptive else None
         if is_quantized(model):
             self.shard = shard_quantizers(model, part, None, self.counter, cfg.seed)
         # held outside the module tree (no second copy of every state_dict key)
         object.__setattr__(self, "ddp", _gradient_sum_ddp(model, part.edge_index.device))
 
     def set_epoch(self, epoch: int) -> None:
+        """Call at the start of every training epoch, on every rank (with adaptive synchronisation: collective)."""
         for ex in self.exchangers:
             ex.set_epoch(epoch)
         if self.shard is not None:
             self.shard.epoch = epoch
+        if self.adaptor is not None:
+            self._adapt(epoch)
+
+    def _adapt(self, epoch: int) -> None:
+        """Sylvie's Bounded Staleness Adaptor: sum the last step's drift over ranks, decide this epoch's mode."""
+        sums = torch.tensor([ex.take_drift() for ex in self.exchangers], dtype=torch.float64,
+                            device=self.part.edge_index.device)  # (L, 2)
+        dist.all_reduce(sums, group=self.group)
+        synchronous = self.adaptor.decide(epoch, relative_drift(sums.cpu()))
+        for ex in self.exchangers:
+            ex.synchronous_now = synchronous
+
+    @property
+    def stale(self) -> bool:
+        """Whether this epoch's training step uses one-step-stale halos (pipelined and not a synchronous epoch)."""
+        return any(ex.stale for ex in self.exchangers)
 
     def drain(self) -> None:
         """Wait for every halo transfer still in flight (pipelined mode); call when training ends."""

@@ -302,8 +302,11 @@ def _epoch_record(model, epoch: int, loss: float, seconds: float, device: torch.
     dist.all_reduce(stats[2:3])
     dist.all_reduce(stats[1:2], op=dist.ReduceOp.MAX)
     dist.all_reduce(stats[3:4], op=dist.ReduceOp.MAX)
-    return {"epoch": epoch, "loss": stats[0].item(), "epoch_s": stats[1].item(),
-            "exchange_bytes": int(stats[2].item()), "comm_wait_s": stats[3].item()}
+    rec = {"epoch": epoch, "loss": stats[0].item(), "epoch_s": stats[1].item(),
+           "exchange_bytes": int(stats[2].item()), "comm_wait_s": stats[3].item(), "stale_halos": model.stale}
+    if model.adaptor is not None:  # the boundary-row drift the adaptor decided this epoch's mode from
+        rec["drift"] = model.adaptor.history[-1]["drift"]
+    return rec
 
 
 def _train_rank(cfg: DistTrainConfig, log) -> dict:
@@ -396,6 +399,7 @@ def _train_rank(cfg: DistTrainConfig, log) -> dict:
            "num_halo": part.num_halo,
            "history": history, "best_val_acc": best["val"], "test_acc_at_best_val": best["test"],
            "best_epoch": best["epoch"], "setup_bytes": int(setup_t.item()),
+           "synchronous_epochs": sum(not r["stale_halos"] for r in history),
            "input_codec": model.input_codec or "reused from the checkpoint",
            "state_dict": {k: v.detach().cpu().clone() for k, v in model.module.state_dict().items()}}
     if cfg.quant != "none":

@@ -46,7 +46,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="codec of the one-time exchange of layer 0's input rows (auto: the narrowest exact one, e.g. "
                         "int1 for binary bag-of-words; a resumed run reuses them from its checkpoint)")
     p.add_argument("--pipeline", action="store_true", help="one-epoch-stale halos overlapped with compute")
-    p.add_argument("--sync-every", type=int, default=0, help="with --pipeline: every K-th epoch synchronous")
+    p.add_argument("--sync-every", type=int, default=0, help="with --pipeline: every K-th epoch synchronous (with "
+                   "--staleness-budget: at least every K-th)")
+    p.add_argument("--staleness-budget", type=float, default=0.0,
+                   help="with --pipeline and --sync-every K: Sylvie's Bounded Staleness Adaptor, a synchronous epoch "
+                        "whenever the stale epochs' summed relative drift of the boundary rows would exceed this")
     p.add_argument("--delta", action="store_true", help="EF21-style delta coding of forward halo rows")
     p.add_argument("--refresh-every", type=int, default=20, help="with --delta: fp32 refresh period (epochs)")
     p.add_argument("--hidden", type=int, default=256)
@@ -95,7 +99,9 @@ def build_config(args: argparse.Namespace, world_size: int) -> DistTrainConfig:
         raise ValueError(f"--parts {parts} != world size {world_size}: launch with torchrun --nproc-per-node "
                          f"{parts} or pass --parts {world_size}")
     exchange = ExchangeConfig(codec=args.exchange, grad_codec=args.grad_exchange, pipeline=args.pipeline,
-                              sync_every=args.sync_every, delta=args.delta, refresh_every=args.refresh_every)
+                              sync_every=args.sync_every,
+                              staleness_budget=args.staleness_budget, delta=args.delta,
+                              refresh_every=args.refresh_every)
     return DistTrainConfig(dataset=args.dataset, arch=args.model, num_parts=parts, exchange=exchange,
                            hidden_dim=args.hidden, num_layers=args.layers, dropout=args.dropout, lr=args.lr,
                            weight_decay=args.weight_decay, epochs=args.epochs,

@@ -46,7 +46,10 @@ def configs(world: int) -> list[DistTrainConfig]:
                 codec="int1", pipeline=True, sync_every=4)}),
             DistTrainConfig(**{**base.__dict__, "arch": "sage", "exchange": ExchangeConfig(
                 codec="int1-2c", delta=True, refresh_every=5)}),
-            DistTrainConfig(**{**base.__dict__, "arch": "gcn", "sparse_input": True})]
+            DistTrainConfig(**{**base.__dict__, "arch": "gcn", "sparse_input": True}),
+            # the adaptor with a budget never reached: exactly config 2's fixed rule (its bound)
+            DistTrainConfig(**{**base.__dict__, "arch": "gcn", "exchange": ExchangeConfig(
+                codec="int1", pipeline=True, sync_every=4, staleness_budget=1e9)})]
 
 
 def check_exact(cora, results, cfgs):
@@ -90,6 +93,11 @@ def check_compressed_trains(results):
         assert losses[-1] < losses[0] - 0.1
         assert all(results[0][i]["history"][-1][k] == results[1][i]["history"][-1][k]
                    for k in ("loss", "val_acc"))
+    fixed, adaptive = results[0][2]["history"], results[0][5]["history"]
+    assert [h["stale_halos"] for h in fixed] == [(e + 1) % 4 != 0 for e in range(STEPS)]
+    for key in ("loss", "stale_halos", "exchange_bytes"):
+        assert [h[key] for h in adaptive] == [h[key] for h in fixed], key
+    assert all(h["drift"] > 0 for h in adaptive[2:])  # measured from the second step's rows on
 
 
 def test_two_ranks_equal_single_process(cora):

@@ -1,5 +1,6 @@
 """Exact resume (distributed.checkpoint): a run stopped or killed and resumed equals the uninterrupted run bitwise,
-with dropout on and the stateful halo exchange (stochastic int2 codec, pipelined stale halos, delta references);
+with dropout on and the stateful halo exchange (stochastic int2 codec, pipelined stale halos picked by the Bounded
+Staleness Adaptor, delta references);
 a checkpoint whose file is corrupt or missing is refused with an error naming the file.
 
 The spawned runs share one module fixture: 2 gloo ranks on Cora, hidden 16, 6 epochs.
@@ -20,11 +21,11 @@ from distributed.runner import DistTrainConfig, train_many
 from gnn.files import write_bytes
 
 EPOCHS = 6
-METRICS = ("epoch", "loss", "val_acc", "test_acc", "exchange_bytes")
+METRICS = ("epoch", "loss", "val_acc", "test_acc", "exchange_bytes", "stale_halos", "drift")
 BEST = ("best_val_acc", "test_acc_at_best_val", "best_epoch")
 BASE = DistTrainConfig(dataset="cora", num_parts=2, hidden_dim=16, epochs=EPOCHS, log_every=0,
-                       exchange=ExchangeConfig(codec="int2", pipeline=True, sync_every=4, delta=True,
-                                               refresh_every=3))  # dropout 0.5 (the default)
+                       exchange=ExchangeConfig(codec="int2", pipeline=True, sync_every=4, staleness_budget=0.5,
+                                               delta=True, refresh_every=3))  # dropout 0.5 (the default)
 
 
 def metrics(result: dict) -> list[tuple]:
@@ -57,6 +58,7 @@ def test_stop_and_resume_equals_uninterrupted(runs):
         assert full["setup_bytes"] > 0 and full["input_codec"] == "fp32"  # Cora's row-normalised rows: no fp16
         assert resumed["setup_bytes"] == 0 and resumed["input_codec"] == "reused from the checkpoint"
         assert len({h["loss"] for h in full["history"]}) == EPOCHS  # it trains: not a constant run
+        assert {h["stale_halos"] for h in full["history"][3:]} == {True, False}  # the adaptor's state matters
         assert_same_run(resumed, full)
     manifest = json.loads((runs.ckdir / ckpt.MANIFEST).read_text())
     assert manifest["step"] == "step-5" and manifest["world_size"] == 2
@@ -177,12 +179,13 @@ def test_exchanger_state_resolves_transfers_in_flight(tmp_path):
 
     fwd, bwd = InFlight(torch.randn(3, 2)), InFlight(torch.randn(4, 2))
     ex = SimpleNamespace(ref_send=torch.randn(4, 2), ref_recv=torch.randn(3, 2), last_halo=None,
-                         pending_fwd=(fwd, True), pending_bwd=bwd)
+                         pending_fwd=(fwd, True), pending_bwd=bwd, prev_sent=torch.randn(4, 2), drift=(0.25, 4.0))
     ckpt.save_atomic(ckpt.exchanger_state(ex), tmp_path / "ex.pt")
     assert fwd.waited and bwd.waited and isinstance(ex.pending_bwd, ckpt.ResolvedTransfer)
     fresh = SimpleNamespace()
     ckpt.load_exchanger_state(fresh, torch.load(tmp_path / "ex.pt", weights_only=True), torch.device("cpu"))
     assert torch.equal(fresh.ref_send, ex.ref_send) and torch.equal(fresh.ref_recv, ex.ref_recv)
     assert fresh.last_halo is None and fresh.pending_fwd[1] is True
+    assert torch.equal(fresh.prev_sent, ex.prev_sent) and fresh.drift == (0.25, 4.0)  # the adaptor's measurement
     assert torch.equal(fresh.pending_fwd[0].result(), ex.pending_fwd[0].result())
     assert torch.equal(fresh.pending_bwd.result(), ex.pending_bwd.result())

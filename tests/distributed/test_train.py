@@ -20,6 +20,8 @@ def test_world_size_must_equal_parts():
         build_config(parse_args(["--parts", "4"]), world_size=2)
     cfg = build_config(parse_args(["--exchange", "int1", "--pipeline", "--sync-every", "10"]), world_size=3)
     assert cfg.num_parts == 3 and cfg.exchange == ExchangeConfig(codec="int1", pipeline=True, sync_every=10)
+    cfg = build_config(parse_args(["--pipeline", "--sync-every", "50", "--staleness-budget", "2"]), world_size=2)
+    assert cfg.exchange.adaptive and (cfg.exchange.staleness_budget, cfg.exchange.sync_every) == (2.0, 50)
 
 
 def test_parser_refuses_an_unknown_codec():
@@ -38,6 +40,7 @@ def test_parser_refuses_an_unknown_codec():
     (["--hidden", "0"], "hidden_dim=0"),
     (["--timeout-s", "inf"], "--timeout-s inf"),
     (["--parts", "-2"], "--parts -2"),
+    (["--pipeline", "--staleness-budget", "1"], "sync_every=K as its bound"),
 ])
 def test_nonsense_values_are_refused(flags, match):
     with pytest.raises(ValueError, match=match):
