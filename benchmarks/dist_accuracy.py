@@ -6,7 +6,8 @@
 Spawns `--parts` gloo CPU ranks once per dataset and trains a 2-layer GCN per (variant, seed) with the
 single-process preset of `gnn.presets` (hidden, dropout, lr, weight decay, epochs; `--epochs/--hidden` override):
 fp32 exchange, Sylvie's int1 (stochastic row min/max), int1 + pipeline (one-epoch-stale halos, synchronous every
-10th epoch), the contractive int1-2c, and int1-2c + delta coding (EF21-style, fp32 refresh every 20 epochs).
+10th epoch), the contractive int1-2c, int1-2c + delta coding (EF21-style, fp32 refresh every 20 epochs), int8, the
+other codecs pipelined, and int1 pipelined with Sylvie's Bounded Staleness Adaptor (`distributed.staleness`).
 Selection: test accuracy at the epoch of best validation accuracy (evaluated every 2 epochs), over all epochs
 (no early stopping). Seed s uses split s and METIS partition seed s. Mean +- std over seeds.
 
@@ -38,6 +39,13 @@ VARIANTS = {
     "int1+pipeline(K=10)": ExchangeConfig(codec="int1", pipeline=True, sync_every=10),
     "int1-2c": ExchangeConfig(codec="int1-2c"),
     "int1-2c+delta": ExchangeConfig(codec="int1-2c", grad_codec="int1", delta=True, refresh_every=20),
+    "int8": ExchangeConfig(codec="int8"),
+    "fp32+pipeline(K=10)": ExchangeConfig(codec="fp32", pipeline=True, sync_every=10),
+    "int8+pipeline(K=10)": ExchangeConfig(codec="int8", pipeline=True, sync_every=10),
+    "int1-2c+pipeline(K=10)": ExchangeConfig(codec="int1-2c", pipeline=True, sync_every=10),
+    # Sylvie's Bounded Staleness Adaptor (distributed.staleness): drift budget 1.0, a synchronous epoch at least
+    # every 20 epochs
+    "int1+pipeline(BSA)": ExchangeConfig(codec="int1", pipeline=True, sync_every=20, staleness_budget=1.0),
 }
 EVAL_EVERY = 2
 
@@ -62,6 +70,7 @@ def run_dataset(dataset: str, args: argparse.Namespace, chosen: list[str]) -> di
         t["best_val_acc"].append(r["best_val_acc"])
         t["best_epoch"].append(r["best_epoch"])
         t["bytes_per_epoch"].append(statistics.mean(h["exchange_bytes"] for h in r["history"]))
+        t["synchronous_epochs"].append(r["synchronous_epochs"])
     command = "python benchmarks/dist_accuracy.py " + shlex.join(sys.argv[1:])
     for t in table.values():
         t["commands"] = [command]
@@ -72,7 +81,7 @@ def run_dataset(dataset: str, args: argparse.Namespace, chosen: list[str]) -> di
             "variants": table, "wall_s": wall_s, "command": command}
 
 
-PER_SEED = ("seed", "test_acc", "best_val_acc", "best_epoch", "bytes_per_epoch")
+PER_SEED = ("seed", "test_acc", "best_val_acc", "best_epoch", "bytes_per_epoch", "synchronous_epochs")
 SETTINGS = ("parts", "epochs", "eval_every", "model")
 
 
@@ -97,9 +106,10 @@ def merge_entry(old: dict | None, new: dict) -> dict:
         for source in (old_variants.get(name), new["variants"].get(name)):
             if source:
                 for i, seed in enumerate(_seed_ids(source)):
-                    rows[seed] = {k: source[k][i] for k in PER_SEED if k != "seed"}
+                    # synchronous_epochs is missing from files written before it was recorded
+                    rows[seed] = {k: source[k][i] for k in PER_SEED if k != "seed" and k in source}
         seeds = sorted(rows)
-        v = {"seed": seeds, **{k: [rows[s][k] for s in seeds] for k in PER_SEED if k != "seed"}}
+        v = {"seed": seeds, **{k: [rows[s].get(k) for s in seeds] for k in PER_SEED if k != "seed"}}
         commands = (old_variants.get(name, {}).get("commands", [old.get("command")] if old else [])
                     + new["variants"].get(name, {}).get("commands", []))
         v["commands"] = list(dict.fromkeys(c for c in commands if c))
@@ -165,13 +175,19 @@ def _gap_text(variant: str, entry: dict, ref: dict | None) -> str:
     return f"{100 * gap:+.2f} +- {100 * se:.2f}" + (f" ({paired} paired)" if paired != len(entry["test_acc"]) else "")
 
 
+def _sync_text(entry: dict, epochs: int) -> str:
+    """Mean synchronous epochs of a run (all of them without pipelining); '-' where not recorded."""
+    counts = [c for c in entry.get("synchronous_epochs", []) if c is not None]
+    return f"{statistics.mean(counts):.1f} of {epochs}" if counts else "-"
+
+
 def render(res: dict) -> list[str]:
     lines = ["## Distributed training: accuracy per halo codec (validation-selected test accuracy, %)", "",
              "File: `benchmarks/results/dist_accuracy.json` (each variant names its commands). GCN, 2 layers, the "
              "single-process preset; METIS partitions. Gap = variant - fp32 exchange in points, paired per seed "
              "(seed s: split s, partition seed s) over the seeds both hold, +- its standard error.", "",
              *table_head("dataset", "parts", "seeds", "epochs", "variant", "test acc", "gap to fp32 (pt)",
-                         "exchange bytes / epoch", "fp32 / variant bytes")]
+                         "exchange bytes / epoch", "fp32 / variant bytes", "synchronous epochs")]
     for name, d in res.get("datasets", {}).items():
         ref = d["variants"].get("fp32")
         for variant, v in d["variants"].items():
@@ -179,7 +195,7 @@ def render(res: dict) -> list[str]:
             lines.append(table_row(name, d["parts"], len(v["test_acc"]), d["epochs"], variant,
                                    f"{100 * v['test_mean']:.2f} +- {100 * v['test_std']:.2f}",
                                    _gap_text(variant, v, ref), f"{vol:,.0f}",
-                                   f"{_mean_bytes(ref) / vol:.1f}" if ref else "-"))
+                                   f"{_mean_bytes(ref) / vol:.1f}" if ref else "-", _sync_text(v, d["epochs"])))
     return lines + ["", f"Note: {res.get('note', '')}", ""]
 
 

@@ -1,34 +1,29 @@
-"""Epoch time of distributed full-graph training per halo codec, split into compute / communication / waiting.
+"""Epoch speedup of compressed and pipelined halo exchange against link bandwidth, on a real shaped network.
 
-    python benchmarks/dist_time.py [--scale 17] [--hidden 64] [--ranks 2,4] [--codecs fp32,int8,int1,int1-2c] \\
-        [--epochs 3] [--bandwidth-gbit 1.0] [--links loopback,shaped,emulated]
+    python -m benchmarks.dist_time [--bandwidths 0.05,0.1,0.25,0.5,1,2.5] [--ranks 2] \\
+        [--codecs fp32,int8,int1,int1-2c] [--modes sync,pipelined] [--epochs 5] [--scale 17] [--hidden 64]
 
-Each ``--ranks`` value is one spawn (~5 min at scale 17 on the loaded 2-core machine): run ``--ranks 2`` and
-``--ranks 4`` separately; rows of other rank counts already in the JSON (same graph and width) are kept.
+Graph: R-MAT (`gnn.data.synthetic.powerlaw_graph`, 2^scale nodes), METIS partitions, a 2-layer GCN (dropout 0.5).
+Per bandwidth, one spawn of ``--ranks`` gloo ranks (one thread each) whose TCP traffic crosses
+`distributed.shaped_network.ShapedNetwork` (a network namespace per rank, tc ``tbf`` on both ends of each rank's
+link: a full-duplex NIC of that rate); ``loopback`` in ``--bandwidths`` is gloo over 127.0.0.1 (no root needed).
+Per (codec, mode) it runs one warm-up epoch, then ``--epochs`` back-to-back epochs (no barrier between them: an epoch
+is the time from its start to the next one's, so nothing in flight escapes the clock) and reports medians:
 
-Graph: R-MAT (`gnn.data.synthetic.powerlaw_graph`, 2^scale nodes, >= 2M directed edges at scale 17), METIS
-partitions, a 2-layer GCN (dropout 0.5), synchronous exchange. Per (ranks, codec, link) it times ``--epochs``
-training epochs after one warm-up epoch (which also moves the layer-0 input once) and reports medians:
+* ``epoch_s``: max over ranks of the epoch time;
+* ``comm_s``: seconds blocked in the transport (a synchronous ``all_to_all_single``, or waiting for a pipelined
+  one), of the rank blocked least: the last to arrive hardly waits, so this is the exposed transfer itself;
+* ``wait_s``: max over ranks of (its blocked time - ``comm_s``): waiting for slower peers (load imbalance);
+* ``codec_s``: max over ranks of encode + decode; ``compute_s``: max over ranks of the rest.
 
-* ``epoch_s``: max over ranks of the epoch wall time (every epoch starts after a barrier);
-* ``comm_s``: time inside the collectives (halo ``all_to_all_single`` and the gradient ``all_reduce``) of the rank
-  that spends least there: the last rank to arrive hardly waits, so this is the transfer itself;
-* ``wait_s``: max over ranks of (its collective time - ``comm_s``): blocked on slower peers (load imbalance);
-* ``codec_s``: max over ranks of encode + decode time; ``compute_s``: max over ranks of the rest.
+Modes: ``sync`` (fresh halos every step) and ``pipelined`` (one-step-stale halos, the transfer overlapped with the
+next step: every timed epoch is a stale one). Pipelined training with a synchronous epoch every K is reported as
+((K - 1) pipelined + 1 sync) / K from the two measured rows. The fp32 synchronous run at each bandwidth gives the
+fraction of its epoch spent communicating and the **compute-only bound**: fp32 epoch / fp32 compute, the speedup of
+a free network. DDP's gradient all-reduce (a few KB here) is asynchronous and counts as compute.
 
-Links (``--links``):
-
-* ``loopback``: gloo over 127.0.0.1, no limit;
-* ``shaped``: a real network of ``--bandwidth-gbit`` (`distributed.shaped_network.ShapedNetwork`): one network
-  namespace per rank, veth pairs to a bridge, tc ``tbf`` on both ends of every rank's link (a full-duplex NIC per
-  rank). Needs root with CAP_NET_ADMIN; elsewhere the script stops with that message (drop ``shaped`` from
-  ``--links``);
-* ``emulated``: loopback, and every collective is followed by a sleep of (bytes this rank sends or receives,
-  whichever is larger) / bandwidth (ring all_reduce: 2 (P-1)/P of the buffer). No latency, no TCP; a cross-check
-  of the shaped link.
-
-Runs with more ranks than cores are marked ``oversubscribed`` (their compute times are inflated).
-Writes benchmarks/results/dist_time.json.
+Runs with more ranks than cores are marked ``oversubscribed``. Results of other (ranks, link) pairs already in the
+JSON (same graph and width) are kept. Writes benchmarks/results/dist_time.json and dist_time_speedup.png.
 """
 
 from __future__ import annotations
@@ -38,47 +33,53 @@ import os
 import statistics
 import sys
 import time
+from pathlib import Path
 
-from benchmarks._common import load_results, machine, save_results, table_head
+from benchmarks._common import RESULTS, load_results, machine, save_results, table_head, table_row
 
 CODECS = ("fp32", "int8", "int1", "int1-2c")
-LINKS = ("loopback", "shaped", "emulated")
+MODES = ("sync", "pipelined")
+BANDWIDTHS = "0.05,0.1,0.25,0.5,1,2.5"
+AMORTIZE_K = 10  # the pipelined accuracy runs' period (benchmarks/dist_accuracy.py)
+GOALS = {"comm_fraction": 0.7, "int1_speedup": 4.0, "pipelined_of_bound": 0.9}
 
 
 class Clock:
-    """Per-process totals of collective and codec seconds; the wrappers below add to it."""
+    """Per-process totals of seconds blocked in collectives and in the codecs; the wrappers below add to it."""
 
     comm = 0.0
     codec = 0.0
-    bandwidth = 0.0  # bytes/s of the emulated link; 0 = unlimited
+
+
+class TimedWork:
+    """An async collective's handle whose ``wait`` adds the blocked seconds to `Clock.comm`."""
+
+    def __init__(self, work) -> None:
+        self.work = work
+
+    def wait(self, *args):
+        t = time.perf_counter()
+        out = self.work.wait(*args)
+        Clock.comm += time.perf_counter() - t
+        return out
+
+    def get_future(self):
+        return self.work.get_future()
 
 
 def _instrument() -> None:
-    """Wrap the collectives and codecs the halo exchange calls (module attributes, so the wrappers are seen)."""
+    """Wrap the collectives and codecs the halo exchange calls (module attributes, so the callers see the wrappers)."""
     import torch.distributed as dist
 
     from distributed import codecs
 
-    a2a, all_reduce, enc, dec = dist.all_to_all_single, dist.all_reduce, codecs.encode, codecs.decode
+    a2a, enc, dec = dist.all_to_all_single, codecs.encode, codecs.decode
 
     def timed_a2a(output, input, output_split_sizes=None, input_split_sizes=None, group=None, async_op=False):
         t = time.perf_counter()
         work = a2a(output, input, output_split_sizes, input_split_sizes, group=group, async_op=async_op)
-        if Clock.bandwidth:
-            time.sleep(max(input.numel(), output.numel()) / Clock.bandwidth)  # uint8 payloads: bytes
         Clock.comm += time.perf_counter() - t
-        return work
-
-    def timed_all_reduce(tensor, *args, **kwargs):
-        if tensor.numel() < 64:  # run statistics, not training traffic
-            return all_reduce(tensor, *args, **kwargs)
-        t = time.perf_counter()
-        work = all_reduce(tensor, *args, **kwargs)
-        if Clock.bandwidth:
-            p = dist.get_world_size()
-            time.sleep(2 * (p - 1) / p * tensor.numel() * tensor.element_size() / Clock.bandwidth)
-        Clock.comm += time.perf_counter() - t
-        return work
+        return TimedWork(work) if async_op else work
 
     def timed(fn):
         def inner(*args, **kwargs):
@@ -88,16 +89,40 @@ def _instrument() -> None:
             return out
         return inner
 
-    dist.all_to_all_single, dist.all_reduce = timed_a2a, timed_all_reduce
+    dist.all_to_all_single = timed_a2a
     codecs.encode, codecs.decode = timed(enc), timed(dec)
 
 
-def worker(scale: int, hidden: int, codec_list: list[str], links: list[tuple[str, float]], epochs: int) -> list[dict]:
-    """One rank: every (link, codec) run; ``links`` = (label, emulated bytes/s or 0 for none). Returns per-epoch
-    (epoch, comm, codec) seconds of this rank."""
-    import torch
+def _time_epochs(model, opt, x_own, y_own, train, num_train: int, epochs: int) -> list[dict]:
+    """One warm-up epoch, then ``epochs`` back-to-back ones; per timed epoch its seconds and this rank's blocked and
+    codec seconds."""
     import torch.distributed as dist
     import torch.nn.functional as F
+
+    starts, blocked, codec = [], [], []
+    for epoch in range(epochs + 1):
+        if epoch == 1:
+            dist.barrier()  # the timed block starts together on every rank
+        starts.append(time.perf_counter())
+        blocked.append(Clock.comm)
+        codec.append(Clock.codec)
+        model.set_epoch(epoch)
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x_own, model.part.edge_index)[train], y_own[train], reduction="sum")
+        (loss / num_train).backward()
+        opt.step()
+    starts.append(time.perf_counter())
+    blocked.append(Clock.comm)
+    codec.append(Clock.codec)
+    model.drain()
+    return [{"epoch": e, "epoch_s": starts[e + 1] - starts[e], "comm_s": blocked[e + 1] - blocked[e],
+             "codec_s": codec[e + 1] - codec[e], "bytes": model.counter.epoch_bytes(e)} for e in range(1, epochs + 1)]
+
+
+def worker(scale: int, hidden: int, runs: list[tuple[str, str]], epochs: int) -> list[dict]:
+    """One rank: every (codec, mode) run. Returns per-run setup records and per-epoch records of this rank."""
+    import torch
+    import torch.distributed as dist
 
     from distributed.halo import ExchangeConfig
     from distributed.parallelize import ParallelConfig, parallelize_gnn
@@ -120,53 +145,39 @@ def worker(scale: int, hidden: int, codec_list: list[str], links: list[tuple[str
     local[part.owned] = torch.arange(part.num_owned)
     train = local[split.train][local[split.train] >= 0]
     out = []
-    for link, bandwidth in links:
-        for codec in codec_list:
-            torch.manual_seed(0)
-            model = parallelize_gnn(GNN(ModelConfig(arch="gcn", in_dim=d.x.size(1), out_dim=g.num_classes,
-                                                    hidden_dim=hidden, num_layers=2, dropout=0.5)), part,
-                                    ParallelConfig(exchange=ExchangeConfig(codec=codec)),
-                                    group=dist.new_group(backend="gloo"))
-            opt = torch.optim.Adam(model.parameters(), lr=0.01)
-            Clock.bandwidth = bandwidth
-            dist.barrier()
-            t0 = time.perf_counter()
-            model.exchange_input(x_own)  # the one-time layer-0 input exchange, timed on its own
-            out.append({"link": link, "codec": codec, "setup_s": time.perf_counter() - t0,
-                        "setup_bytes": sum(b for (_, _, kind), b in model.counter.bytes.items() if kind == "setup"),
-                        "input_codec": model.input_codec})
-            for epoch in range(epochs + 1):
-                model.set_epoch(epoch)
-                dist.barrier()
-                Clock.comm = Clock.codec = 0.0
-                t0 = time.perf_counter()
-                opt.zero_grad()
-                loss = F.cross_entropy(model(x_own, part.edge_index)[train], y_own[train], reduction="sum")
-                (loss / split.train.numel()).backward()
-                opt.step()
-                if epoch > 0:  # epoch 0: warm-up
-                    out.append({"link": link, "codec": codec, "epoch": epoch,
-                                "epoch_s": time.perf_counter() - t0, "comm_s": Clock.comm,
-                                "codec_s": Clock.codec,
-                                "bytes": model.counter.epoch_bytes(epoch)})
-            Clock.bandwidth = 0.0
+    for codec, mode in runs:
+        torch.manual_seed(0)
+        model = parallelize_gnn(GNN(ModelConfig(arch="gcn", in_dim=d.x.size(1), out_dim=g.num_classes,
+                                                hidden_dim=hidden, num_layers=2, dropout=0.5)), part,
+                                ParallelConfig(exchange=ExchangeConfig(codec=codec, pipeline=mode == "pipelined")),
+                                group=dist.new_group(backend="gloo"))
+        opt = torch.optim.Adam(model.parameters(), lr=0.01)
+        dist.barrier()
+        t0 = time.perf_counter()
+        model.exchange_input(x_own)  # the one-time layer-0 input exchange, timed on its own
+        setup_s = time.perf_counter() - t0
+        out.append({"codec": codec, "mode": mode, "setup_s": setup_s, "input_codec": model.input_codec,
+                    "setup_bytes": sum(b for (_, _, kind), b in model.counter.bytes.items() if kind == "setup")})
+        out += [{"codec": codec, "mode": mode, **r}
+                for r in _time_epochs(model, opt, x_own, y_own, train, split.train.numel(), epochs)]
+        dist.barrier(group=model.group)
+        dist.destroy_process_group(model.group)
     if rank == 0:
         out.append({"graph": {"name": g.name, "num_nodes": d.num_nodes, "num_edges": int(d.edge_index.size(1)),
                               "num_features": int(d.x.size(1))}})
     return out
 
 
-def summarise(per_rank: list[list[dict]], world: int, cores: int) -> list[dict]:
+def summarise(per_rank: list[list[dict]], world: int, cores: int, link: str, gbit: float | None) -> list[dict]:
+    """Rows per (codec, mode): medians over epochs of the cross-rank aggregates (see the module docstring)."""
     rows = []
-    keys = list(dict.fromkeys((r["link"], r["codec"]) for r in per_rank[0] if "codec" in r))  # run order
-    for link, codec in keys:
-        recs = [[r for r in rr if r.get("codec") == codec and r.get("link") == link and "epoch" in r]
-                for rr in per_rank]
-        setup = [next(r for r in rr if r.get("codec") == codec and r.get("link") == link and "setup_s" in r)
-                 for rr in per_rank]
+    for codec, mode in dict.fromkeys((r["codec"], r["mode"]) for r in per_rank[0] if "codec" in r):
+        mine = [[r for r in rr if r.get("codec") == codec and r.get("mode") == mode] for rr in per_rank]
+        setup = [next(r for r in rr if "setup_s" in r) for rr in mine]
+        epochs = [[r for r in rr if "epoch" in r] for rr in mine]
         per_epoch = []
-        for e in range(len(recs[0])):
-            ranks = [rr[e] for rr in recs]
+        for e in range(len(epochs[0])):
+            ranks = [rr[e] for rr in epochs]
             comm = min(r["comm_s"] for r in ranks)
             per_epoch.append({"epoch_s": max(r["epoch_s"] for r in ranks), "comm_s": comm,
                               "wait_s": max(r["comm_s"] - comm for r in ranks),
@@ -174,121 +185,208 @@ def summarise(per_rank: list[list[dict]], world: int, cores: int) -> list[dict]:
                               "compute_s": max(r["epoch_s"] - r["comm_s"] - r["codec_s"] for r in ranks),
                               "bytes": sum(r["bytes"] for r in ranks)})
         row = {k: statistics.median(p[k] for p in per_epoch) for k in per_epoch[0]}
-        row.update(setup_s=max(r["setup_s"] for r in setup), setup_bytes=sum(r["setup_bytes"] for r in setup),
+        all_s = [p["epoch_s"] for p in per_epoch]
+        row.update(ranks=world, link=link, gbit=gbit, codec=codec, mode=mode, oversubscribed=world > cores,
+                   epochs_timed=len(per_epoch), epoch_s_all=[round(s, 4) for s in all_s],
+                   spread=(max(all_s) - min(all_s)) / row["epoch_s"],
+                   setup_s=max(r["setup_s"] for r in setup), setup_bytes=sum(r["setup_bytes"] for r in setup),
                    input_codec=setup[0]["input_codec"])
-        row.update(ranks=world, codec=codec, link=link,
-                   oversubscribed=world > cores, epochs_timed=len(per_epoch),
-                   epoch_s_all=[round(p["epoch_s"], 4) for p in per_epoch])
         rows.append(row)
     return rows
 
 
-def speedups(rows: list[dict]) -> dict[str, dict[str, float]]:
-    """fp32 / codec ratios of the epoch time and of the communication time, per (ranks, link, codec)."""
-    out = {}
-    for r in rows:
-        ref = next((x for x in rows if x["codec"] == "fp32" and x["ranks"] == r["ranks"] and x["link"] == r["link"]),
-                   None)
-        if r["codec"] != "fp32" and ref is not None:
-            out[f"{r['ranks']} ranks, {r['link']}, {r['codec']}"] = {
-                "epoch": ref["epoch_s"] / r["epoch_s"], "comm": ref["comm_s"] / max(r["comm_s"], 1e-9)}
+def derive(rows: list[dict]) -> list[dict]:
+    """Per (ranks, link) with an fp32 synchronous row: its communication fraction, the compute-only bound, and every
+    variant's epoch speedup (also as a fraction of the bound), pipelined-with-sync-every-K amortized included."""
+    out = []
+    for ref in (r for r in rows if r["codec"] == "fp32" and r["mode"] == "sync"):
+        same = [r for r in rows if (r["ranks"], r["link"]) == (ref["ranks"], ref["link"])]
+        bound = ref["epoch_s"] / ref["compute_s"]
+        variants = {f"{r['codec']} {r['mode']}": r["epoch_s"] for r in same}
+        for codec in dict.fromkeys(r["codec"] for r in same):
+            if f"{codec} sync" in variants and f"{codec} pipelined" in variants:
+                variants[f"{codec} pipelined K={AMORTIZE_K}"] = (
+                    ((AMORTIZE_K - 1) * variants[f"{codec} pipelined"] + variants[f"{codec} sync"]) / AMORTIZE_K)
+        speedup = {name: ref["epoch_s"] / s for name, s in variants.items()}
+        out.append({"ranks": ref["ranks"], "link": ref["link"], "gbit": ref["gbit"],
+                    "oversubscribed": ref["oversubscribed"], "fp32_comm_fraction": ref["comm_s"] / ref["epoch_s"],
+                    "compute_only_bound": bound, "speedup": speedup,
+                    "of_bound": {name: s / bound for name, s in speedup.items()}})
+    return sorted(out, key=lambda d: (d["ranks"], d["gbit"] if d["gbit"] is not None else float("inf")))
+
+
+def goals(derived: list[dict]) -> list[dict]:
+    """The issue's goals where fp32 communication is >= 70 % of its epoch: int1 >= 4x, pipelined int1 >= 90 % of the
+    compute-only bound."""
+    out = []
+    for d in derived:
+        if d["fp32_comm_fraction"] >= GOALS["comm_fraction"] and "int1 sync" in d["speedup"]:
+            piped = d["of_bound"].get("int1 pipelined")
+            out.append({"ranks": d["ranks"], "link": d["link"], "int1_speedup": d["speedup"]["int1 sync"],
+                        "int1_ok": d["speedup"]["int1 sync"] >= GOALS["int1_speedup"],
+                        "pipelined_int1_of_bound": piped,
+                        "pipelined_ok": piped is not None and piped >= GOALS["pipelined_of_bound"]})
     return out
+
+
+def plot(derived: list[dict], path: Path) -> str | None:
+    """Epoch speedup against bandwidth (log x), one panel per rank count, the compute-only bound dashed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shaped = [d for d in derived if d["gbit"] is not None]
+    worlds = sorted({d["ranks"] for d in shaped})
+    if not worlds:
+        return None
+    fig, axes = plt.subplots(1, len(worlds), figsize=(6.5 * len(worlds), 4.5), squeeze=False)
+    for ax, world in zip(axes[0], worlds, strict=True):
+        ds = sorted((d for d in shaped if d["ranks"] == world), key=lambda d: d["gbit"])
+        x = [d["gbit"] for d in ds]
+        ax.plot(x, [d["compute_only_bound"] for d in ds], "k--", lw=2, label="compute-only bound")
+        for name in sorted({n for d in ds for n in d["speedup"]} - {"fp32 sync"}):
+            pts = [(d["gbit"], d["speedup"][name]) for d in ds if name in d["speedup"]]
+            ax.plot(*zip(*pts, strict=True), marker="o" if "pipelined" in name else "s",
+                    ls="-" if name.endswith("pipelined") else (":" if "K=" in name else "-."), label=name)
+        ax.set_xscale("log")
+        ax.set_xlabel("link bandwidth per rank (Gbit/s, tc-shaped)")
+        ax.set_ylabel("epoch speedup vs fp32 synchronous")
+        over = " (oversubscribed)" if ds[0]["oversubscribed"] else ""
+        ax.set_title(f"{world} ranks{over}")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path.name
+
+
+def _parse_bandwidths(text: str) -> list[float | None]:
+    out = []
+    for tok in text.split(","):
+        if tok == "loopback":
+            out.append(None)
+            continue
+        try:
+            gbit = float(tok)
+        except ValueError:
+            raise SystemExit(f"--bandwidths: {tok!r} is neither a rate in Gbit/s nor 'loopback'") from None
+        if not gbit > 0:
+            raise SystemExit(f"--bandwidths: {tok}; a link rate must be > 0 Gbit/s")
+        out.append(gbit)
+    return out
+
+
+def _args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--bandwidths", default=BANDWIDTHS, help="comma list of Gbit/s per rank, or 'loopback'")
+    p.add_argument("--ranks", default="2", help="comma list of world sizes, e.g. 2,4")
+    p.add_argument("--codecs", default=",".join(CODECS))
+    p.add_argument("--modes", default=",".join(MODES))
+    p.add_argument("--epochs", type=int, default=5, help="timed epochs per run (after one warm-up epoch)")
+    p.add_argument("--scale", type=int, default=17, help="R-MAT scale: 2^scale nodes")
+    p.add_argument("--hidden", type=int, default=64)
+    args = p.parse_args()
+    for what, chosen, valid in (("codecs", args.codecs.split(","), CODECS), ("modes", args.modes.split(","), MODES)):
+        if set(chosen) - set(valid):
+            raise SystemExit(f"unknown {what} {sorted(set(chosen) - set(valid))}; valid: {', '.join(valid)}")
+    if args.epochs < 1:
+        raise SystemExit("--epochs must be >= 1")
+    return args
 
 
 def main() -> None:
     from distributed.launch import spawn
     from distributed.shaped_network import ShapedNetwork, shaped_network_available
 
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--scale", type=int, default=17, help="R-MAT scale: 2^scale nodes, 16 2^scale sampled edges")
-    p.add_argument("--hidden", type=int, default=64)
-    p.add_argument("--ranks", default="2", help="comma list of world sizes, e.g. 2,4")
-    p.add_argument("--codecs", default=",".join(CODECS))
-    p.add_argument("--epochs", type=int, default=2, help="timed epochs per run (after one warm-up epoch)")
-    p.add_argument("--bandwidth-gbit", type=float, default=1.0, help="rate of the shaped and emulated links")
-    p.add_argument("--links", default=",".join(LINKS), help=f"comma list of: {', '.join(LINKS)}")
-    args = p.parse_args()
-    codec_list, link_list = args.codecs.split(","), args.links.split(",")
-    for what, chosen, valid in (("codecs", codec_list, CODECS), ("links", link_list, LINKS)):
-        if set(chosen) - set(valid):
-            raise SystemExit(f"unknown {what} {sorted(set(chosen) - set(valid))}; valid: {', '.join(valid)}")
-    if args.bandwidth_gbit <= 0 and set(link_list) & {"shaped", "emulated"}:
-        raise SystemExit("--bandwidth-gbit must be > 0 for the shaped and emulated links")
-    if "shaped" in link_list:
+    args = _args()
+    bandwidths = _parse_bandwidths(args.bandwidths)
+    if any(b is not None for b in bandwidths):
         ok, why = shaped_network_available()
         if not ok:
-            raise SystemExit(f"the shaped link is not available here: {why}. Rerun with --links loopback,emulated")
-    rate = args.bandwidth_gbit
-    in_process = [(label, bw) for name, label, bw in (("loopback", "loopback", 0.0),
-                                                      ("emulated", f"{rate:g} Gbit/s emulated", rate * 1e9 / 8))
-                  if name in link_list]
-    cores = os.cpu_count() or 1
-    start, rows, graph = time.perf_counter(), [], None
-    load_start = os.getloadavg()[0]
-    worlds = [int(r) for r in args.ranks.split(",")]
-    shaped_label = ""
-    for world in worlds:
-        runs = []  # (per-rank results, wall seconds)
-        if in_process:
+            raise SystemExit(f"the shaped network is not available here: {why}. Rerun with --bandwidths loopback")
+    runs = [(c, m) for c in args.codecs.split(",") for m in args.modes.split(",")]
+    cores, start, load_start = os.cpu_count() or 1, time.perf_counter(), os.getloadavg()[0]
+    rows, graph, done, links = [], None, set(), {}
+    for world in [int(r) for r in args.ranks.split(",")]:
+        for gbit in bandwidths:
             t = time.perf_counter()
-            runs.append((spawn(worker, world, args.scale, args.hidden, codec_list, in_process, args.epochs),
-                         time.perf_counter() - t))
-        if "shaped" in link_list:
-            t = time.perf_counter()
-            with ShapedNetwork(world, rate) as net:
-                shaped_label = net.describe()
-                runs.append((spawn(worker, world, args.scale, args.hidden, codec_list,
-                                   [(f"{rate:g} Gbit/s shaped", 0.0)], args.epochs,
-                                   rank_setup=net.rank_setup, master_addr=net.address(0)), time.perf_counter() - t))
-        for per_rank, wall_s in runs:
+            if gbit is None:
+                label = "loopback"
+                links["loopback"] = "gloo over 127.0.0.1, no limit"
+                per_rank = spawn(worker, world, args.scale, args.hidden, runs, args.epochs)
+            else:
+                label = f"{gbit:g} Gbit/s shaped"
+                with ShapedNetwork(world, gbit) as net:
+                    links["shaped"] = net.describe().replace(f"{gbit:g} Gbit/s ", "")
+                    per_rank = spawn(worker, world, args.scale, args.hidden, runs, args.epochs,
+                                     rank_setup=net.rank_setup, master_addr=net.address(0))
             graph = next(r["graph"] for r in per_rank[0] if "graph" in r)
-            rows += [{**r, "run_wall_s": wall_s} for r in summarise(per_rank, world, cores)]
-    old = load_results("dist_time")  # runs of other rank counts on the same graph and model are kept
-    if old.get("graph") == graph and old.get("hidden") == args.hidden:
-        rows = [r for r in old.get("rows", []) if r["ranks"] not in worlds] + rows
-    for r in rows:
-        print(f"{r['ranks']} ranks{' (oversubscribed)' if r['oversubscribed'] else ''} {r['link']:22s} "
-              f"{r['codec']:8s} epoch {r['epoch_s']:.3f} s; compute {r['compute_s']:.3f}, comm {r['comm_s']:.3f}, "
-              f"wait {r['wait_s']:.3f}, codec {r['codec_s']:.3f} (max over ranks each)  {r['bytes'] / 1e6:.1f} MB"
-              + (f"; setup {r['setup_s']:.3f} s, {r['setup_bytes'] / 1e6:.2f} MB ({r['input_codec']})"
-                 if "setup_s" in r else ""))
-    speedup = speedups(rows)
-    for k, v in speedup.items():
-        print(f"vs fp32, {k}: epoch {v['epoch']:.2f}x, communication {v['comm']:.2f}x")
-    payload = {"graph": graph, "hidden": args.hidden,
-               "model": f"gcn 2 layers hidden {args.hidden} dropout 0.5, synchronous exchange",
-               "rows": rows, "speedup_vs_fp32": speedup, "wall_s": time.perf_counter() - start,
-               "machine": machine(), "cores": cores,
-               "links": {"shaped": shaped_label or None,
-                         "emulated": "loopback + sleep(max(bytes sent, bytes received) / bandwidth) after every "
-                                     "collective (ring all_reduce: 2(P-1)/P of the buffer); not a real network"},
-               "load_average_1min": {"start": load_start, "end": os.getloadavg()[0]},
-               "note": f"{cores} cores; 1-minute load average {load_start:.1f} at the start and "
-                       f"{os.getloadavg()[0]:.1f} at the end (this job's own ranks included): other jobs inflate "
-                       "compute and wait times; ranks > cores are marked oversubscribed",
-               "command": "python benchmarks/dist_time.py " + " ".join(sys.argv[1:])}
+            new = summarise(per_rank, world, cores, label, gbit)
+            rows += [{**r, "run_wall_s": time.perf_counter() - t} for r in new]
+            done.add((world, label))
+            print(f"{world} ranks, {label}: " + ", ".join(f"{r['codec']} {r['mode']} {r['epoch_s']:.3f} s"
+                                                           for r in new), flush=True)
+    old = load_results("dist_time")  # other (ranks, link) pairs on the same graph and model are kept
+    if old.get("graph") == graph and old.get("hidden") == args.hidden and "derived" in old:
+        rows = [r for r in old["rows"] if (r["ranks"], r["link"]) not in done] + rows
+        links = {**old.get("links", {}), **links}
+    derived = derive(rows)
+    load_end = os.getloadavg()[0]
+    payload = {"graph": graph, "hidden": args.hidden, "model": f"gcn 2 layers hidden {args.hidden} dropout 0.5",
+               "rows": rows, "derived": derived, "goals": goals(derived), "goal_thresholds": GOALS,
+               "plot": plot(derived, RESULTS / "dist_time_speedup.png"), "links": links,
+               "wall_s": time.perf_counter() - start, "machine": machine(), "cores": cores,
+               "load_average_1min": {"start": load_start, "end": load_end},
+               "note": f"{cores} cores, one torch thread per rank; 1-minute load average {load_start:.1f} at the start "
+                       f"and {load_end:.1f} at the end (this job's own ranks included). 'spread' is (slowest - fastest "
+                       "epoch) / median per row: the noise of that row's median.",
+               "command": "python -m benchmarks.dist_time " + " ".join(sys.argv[1:])}
+    print("\n".join(render(payload)))
     print(f"written {save_results('dist_time', payload)} in {payload['wall_s']:.0f} s")
+
+
+def _times(speedup: dict, name: str) -> str:
+    return f"{speedup[name]:.2f}x" if name in speedup else "-"
 
 
 def render(res: dict) -> list[str]:
     g = res.get("graph", {})
-    lines = ["## Distributed training: epoch time per halo codec", "",
-             f"File: `benchmarks/results/dist_time.json`. Graph {g.get('name')} ({g.get('num_nodes')} nodes, "
-             f"{g.get('num_edges')} edges), {res.get('model')}. Seconds are medians over timed epochs of the max over "
-             "ranks. Links: " + "; ".join(f"{k}: {v}" for k, v in res.get("links", {}).items() if v) + ".", "",
-             "Setup: the one-time exchange of layer 0's input rows before the first epoch (its codec: the narrowest "
-             "exact one), timed on its own.", "",
-             *table_head("ranks", "link", "codec", "epoch s", "compute s", "comm s", "wait s", "codec s", "MB / epoch",
-                         "epoch speedup vs fp32", "comm speedup vs fp32", "setup s (MB, codec)", "oversubscribed")]
-    speed = res.get("speedup_vs_fp32", {})
+    lines = ["## Distributed training: epoch speedup against bandwidth", "",
+             f"File: `benchmarks/results/dist_time.json` (`{res.get('command')}`). Graph {g.get('name')} "
+             f"({g.get('num_nodes')} nodes, {g.get('num_edges')} edges), {res.get('model')}, METIS partitions. "
+             "Links: " + "; ".join(f"{k}: {v}" for k, v in res.get("links", {}).items()) + ". Speedup = fp32 "
+             "synchronous epoch / the variant's epoch at the same bandwidth; bound = fp32 epoch / fp32 compute (a free "
+             f"network); pipelined K={AMORTIZE_K} = 9 pipelined + 1 synchronous epochs, from the measured rows.", "",
+             *table_head("ranks", "link", "fp32 comm share", "bound", "int8", "int1", "int1-2c", "fp32 pipelined",
+                         "int1 pipelined (of bound)", f"int1 pipelined K={AMORTIZE_K}", "int1-2c pipelined")]
+    for d in res.get("derived", []):
+        s = d["speedup"]
+        over = " (oversubscribed)" if d["oversubscribed"] else ""
+        piped = (f"{_times(s, 'int1 pipelined')} ({d['of_bound']['int1 pipelined']:.0%})" if "int1 pipelined" in s
+                 else "-")
+        lines.append(table_row(f"{d['ranks']}{over}", d["link"], f"{d['fp32_comm_fraction']:.0%}",
+                               f"{d['compute_only_bound']:.2f}x", _times(s, "int8 sync"), _times(s, "int1 sync"),
+                               _times(s, "int1-2c sync"), _times(s, "fp32 pipelined"), piped,
+                               _times(s, f"int1 pipelined K={AMORTIZE_K}"), _times(s, "int1-2c pipelined")))
+    if res.get("plot"):
+        lines += ["", f"![epoch speedup against bandwidth](benchmarks/results/{res['plot']})"]
+    lines += ["", "Goals where fp32 communication is >= 70 % of its epoch (int1 >= 4x; pipelined int1 >= 90 % of the "
+              "bound): " + ("; ".join(f"{x['ranks']} ranks {x['link']}: int1 {x['int1_speedup']:.2f}x "
+                                     f"({'met' if x['int1_ok'] else 'missed'}), pipelined int1 "
+                                     + (f"{x['pipelined_int1_of_bound']:.0%} of the bound "
+                                        f"({'met' if x['pipelined_ok'] else 'missed'})"
+                                        if x["pipelined_int1_of_bound"] is not None else "not run")
+                                     for x in res.get("goals", [])) or "no bandwidth reached that share") + ".", "",
+              "Per run (medians over the timed epochs; seconds):", "",
+              *table_head("ranks", "link", "codec", "mode", "epoch", "compute", "comm (exposed)", "wait", "codec",
+                          "MB / epoch", "spread", "setup s (MB, codec)")]
     for r in res.get("rows", []):
-        sp = speed.get(f"{r['ranks']} ranks, {r['link']}, {r['codec']}")
-        ratios = f"{sp['epoch']:.2f} | {sp['comm']:.2f}" if sp else "- | -"
-        setup = (f"{r['setup_s']:.3f} ({r['setup_bytes'] / 1e6:.2f}, {r['input_codec']})" if "setup_s" in r
-                 else "- (not measured)")
-        lines.append(f"| {r['ranks']} | {r['link']} | {r['codec']} | {r['epoch_s']:.3f} | {r['compute_s']:.3f} | "
-                     f"{r['comm_s']:.4f} | {r['wait_s']:.3f} | {r['codec_s']:.4f} | {r['bytes'] / 1e6:.2f} | "
-                     f"{ratios} | {setup} | {r['oversubscribed']} |")
+        lines.append(table_row(r["ranks"], r["link"], r["codec"], r["mode"], f"{r['epoch_s']:.3f}",
+                               f"{r['compute_s']:.3f}", f"{r['comm_s']:.3f}", f"{r['wait_s']:.3f}",
+                               f"{r['codec_s']:.3f}", f"{r['bytes'] / 1e6:.2f}", f"{r['spread']:.0%}",
+                               f"{r['setup_s']:.2f} ({r['setup_bytes'] / 1e6:.1f}, {r['input_codec']})"))
     return lines + ["", f"Note: {res.get('note', '')}", ""]
 
 
