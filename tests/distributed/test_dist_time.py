@@ -1,0 +1,40 @@
+"""benchmarks/dist_time.py: the derived speedups and bound on hand-made rows, and one tiny loopback run through the
+real worker (every (codec, mode) row present, the pipelined run exchanging what the synchronous one does)."""
+
+import pytest
+
+from benchmarks import dist_time
+from distributed.launch import spawn
+
+
+def row(codec: str, mode: str, epoch_s: float, compute_s: float, comm_s: float) -> dict:
+    return {"ranks": 2, "link": "0.1 Gbit/s shaped", "gbit": 0.1, "oversubscribed": False, "codec": codec,
+            "mode": mode, "epoch_s": epoch_s, "compute_s": compute_s, "comm_s": comm_s}
+
+
+def test_bound_speedups_and_amortized_pipeline():
+    rows = [row("fp32", "sync", 2.0, 0.4, 1.6), row("int1", "sync", 0.5, 0.4, 0.05),
+            row("int1", "pipelined", 0.42, 0.4, 0.0)]
+    (d,) = dist_time.derive(rows)
+    assert d["fp32_comm_fraction"] == pytest.approx(0.8)
+    assert d["compute_only_bound"] == pytest.approx(5.0)
+    assert d["speedup"]["int1 sync"] == pytest.approx(4.0)
+    assert d["of_bound"]["int1 pipelined"] == pytest.approx(2.0 / 0.42 / 5.0)
+    assert d["speedup"]["int1 pipelined K=10"] == pytest.approx(2.0 / ((9 * 0.42 + 0.5) / 10))
+    (g,) = dist_time.goals([d])
+    assert g["int1_ok"] and g["pipelined_ok"]
+    slow = dist_time.derive([row("fp32", "sync", 1.0, 0.8, 0.2), row("int1", "sync", 0.9, 0.8, 0.01)])
+    assert dist_time.goals(slow) == []  # communication is 20 % of the epoch: outside the goals' regime
+
+
+def test_worker_times_every_codec_and_mode_on_loopback():
+    runs = [("fp32", "sync"), ("fp32", "pipelined"), ("int1", "sync")]
+    per_rank = spawn(dist_time.worker, 2, 9, 16, runs, 2)
+    rows = dist_time.summarise(per_rank, 2, 2, "loopback", None)
+    assert [(r["codec"], r["mode"]) for r in rows] == runs
+    by = {(r["codec"], r["mode"]): r for r in rows}
+    fp32, piped, int1 = (by[k]["bytes"] for k in (("fp32", "sync"), ("fp32", "pipelined"), ("int1", "sync")))
+    assert fp32 == piped > 8 * int1  # F = 16: 64 B against 6 B a row
+    for r in rows:
+        assert r["epochs_timed"] == 2 and r["setup_bytes"] > 0
+        assert 0 < r["compute_s"] <= r["epoch_s"] and r["comm_s"] >= 0
