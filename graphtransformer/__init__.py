@@ -11,7 +11,8 @@ Layout (one idea per file):
 * ``positional.py`` degree index, Laplacian eigenvector PE, random-walk PE.
 * ``model.py``      single-device reference model; per-layer schedule and per-step dense switching.
 * ``comm.py``       Ulysses all-to-all pair, ring attention (LSE merge, recompute backward), halo exchange; bytes.
-* ``parallel.py``   ``parallelize_graph_transformer(model, mesh, cfg)`` over a ("cp", "hp") DeviceMesh.
+* ``parallel.py``   ``parallelize_graph_transformer(model, mesh, cfg)`` over a ("cp", "hp") DeviceMesh; DDP sums
+  replicated gradients.
 * ``sharding.py``   selective activation checkpointing and FSDP2 (``fully_shard``), applied by ``parallelize``.
 * ``quantize.py``   ``quant.quantize_`` on a graph transformer (QuantPoints on layer inputs, Q/K/V, weights).
 * ``equivalence.py`` spawn-based check that a layout equals the single-process model (outputs and gradients).

@@ -1,6 +1,7 @@
-"""Communication primitives of sequence-parallel graph attention, each an autograd Function with its exact adjoint.
+"""Communication primitives of sequence-parallel graph attention, each differentiable with its exact adjoint.
 
-* :func:`seq_to_head` / :func:`head_to_seq`: the DeepSpeed-Ulysses all-to-all pair (each is the other's backward).
+* :func:`seq_to_head` / :func:`head_to_seq`: the DeepSpeed-Ulysses all-to-all pair (each is the other's backward),
+  PyTorch's autograd-aware ``all_to_all_single`` between a reshape and a permute.
 * :func:`ring_attention`: K/V rotate around a ring (``batch_isend_irecv``); per-block (out, lse) merged with the LSE
   merge; the backward recomputes each block from the saved *global* lse and sends dK/dV around with K/V so that
   they arrive back at their owner (the ring-flash-attn scheme, with any differentiable block kernel).
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 from torch import Tensor
+from torch.distributed._functional_collectives import all_to_all_single_autograd
 
 from distributed import codecs
 from graphtransformer.attention import merge_attention
@@ -67,52 +69,37 @@ class CommContext:
             self.counter.add(self.layer, op, phase, num_bytes)
 
 
-def _a2a_chunks(x: Tensor, ctx: CommContext, phase: str) -> Tensor:
-    """all_to_all_single over dim 0 split into ``ctx.size`` equal chunks: chunk p goes to rank p."""
+def _a2a_chunks(x: Tensor, ctx: CommContext) -> Tensor:
+    """all_to_all_single over dim 0 split into ``ctx.size`` equal chunks: chunk p goes to rank p. Differentiable:
+    PyTorch's functional collective, whose backward sends the gradient chunks back the same way (equal splits).
+    Its bytes are logged in forward, and again when the gradient has gone back (a hook on ``x``'s gradient)."""
     x = x.contiguous()
-    out = torch.empty_like(x)
-    dist.all_to_all_single(out, x, group=ctx.group)
-    ctx.log("a2a", phase, x.numel() * x.element_size() * (ctx.size - 1) // ctx.size)
-    return out
-
-
-def _seq_to_head(x: Tensor, ctx: CommContext, phase: str) -> Tensor:
-    """(H, n, D) all heads of my n rows -> (H/P, P*n, D) my head group for the P ranks' rows (rank order)."""
-    h, n, d = x.shape
-    p = ctx.size
-    y = _a2a_chunks(x.reshape(p, h // p, n, d), ctx, phase)  # (P, H/P, n, D), chunk q = rows of rank q
-    return y.permute(1, 0, 2, 3).reshape(h // p, p * n, d)
-
-
-def _head_to_seq(y: Tensor, ctx: CommContext, phase: str) -> Tensor:
-    """Inverse of :func:`_seq_to_head`: (H/P, P*n, D) -> (H, n, D)."""
-    hp, pn, d = y.shape
-    p = ctx.size
-    x = y.reshape(hp, p, pn // p, d).permute(1, 0, 2, 3)  # (P, H/P, n, D), chunk q = rows of rank q
-    return _a2a_chunks(x, ctx, phase).reshape(hp * p, pn // p, d)
-
-
-class _UlyssesAllToAll(torch.autograd.Function):
-    """``to_head``: :func:`_seq_to_head`, else :func:`_head_to_seq`; the backward is the other direction."""
-
-    @staticmethod
-    def forward(fctx, x, ctx, to_head: bool):
-        fctx.comm, fctx.to_head = ctx, to_head
-        return (_seq_to_head if to_head else _head_to_seq)(x, ctx, "forward")
-
-    @staticmethod
-    def backward(fctx, grad):
-        return (_head_to_seq if fctx.to_head else _seq_to_head)(grad, fctx.comm, "backward"), None, None
+    num_bytes = x.numel() * x.element_size() * (ctx.size - 1) // ctx.size
+    ctx.log("a2a", "forward", num_bytes)
+    if x.requires_grad:
+        x.register_hook(lambda grad: ctx.log("a2a", "backward", num_bytes))
+    return all_to_all_single_autograd(x, None, None, ctx.group)  # waited on by the caller's first use
 
 
 def seq_to_head(x: Tensor, ctx: CommContext) -> Tensor:
-    """Ulysses all-to-all #1. (H, n, D) -> (H/P, P*n, D); identity for P = 1. Needs H % P == 0."""
-    return x if ctx.size == 1 else _UlyssesAllToAll.apply(x, ctx, True)
+    """Ulysses all-to-all #1. (H, n, D) all heads of my n rows -> (H/P, P*n, D) my head group for the P ranks' rows
+    (rank order); identity for P = 1. Needs H % P == 0. Its backward is :func:`head_to_seq` of the gradient."""
+    if ctx.size == 1:
+        return x
+    h, n, d = x.shape
+    p = ctx.size
+    y = _a2a_chunks(x.reshape(p, h // p, n, d), ctx)  # (P, H/P, n, D), chunk q = rows of rank q
+    return y.permute(1, 0, 2, 3).reshape(h // p, p * n, d)
 
 
 def head_to_seq(y: Tensor, ctx: CommContext) -> Tensor:
-    """Ulysses all-to-all #2. (H/P, P*n, D) -> (H, n, D); identity for P = 1."""
-    return y if ctx.size == 1 else _UlyssesAllToAll.apply(y, ctx, False)
+    """Ulysses all-to-all #2, the inverse of :func:`seq_to_head`: (H/P, P*n, D) -> (H, n, D); identity for P = 1."""
+    if ctx.size == 1:
+        return y
+    hp, pn, d = y.shape
+    p = ctx.size
+    x = y.reshape(hp, p, pn // p, d).permute(1, 0, 2, 3)  # (P, H/P, n, D), chunk q = rows of rank q
+    return _a2a_chunks(x, ctx).reshape(hp * p, pn // p, d)
 
 
 @dataclass(frozen=True)

@@ -27,10 +27,10 @@ from graphtransformer.parallel import (
     SequenceParallelConfig,
     broadcast_parameters,
     build_mesh,
+    ddp_of,
     parallelize_graph_transformer,
     shard_graph,
     shard_rows,
-    sync_gradients,
 )
 from graphtransformer.sharding import full_tensor
 
@@ -77,6 +77,17 @@ def _model(cfg: GraphTransformerConfig, seed: int, dtype: str = "float64") -> Gr
     return GraphTransformer(cfg).to(getattr(torch, dtype))
 
 
+def _grad_sync(model) -> dict | None:
+    """How the replicated gradients were summed (None under FSDP2): DDP's engine, its comm hook, and how many
+    bucketed all-reduces one backward makes for how many parameters."""
+    ddp = ddp_of(model)
+    if ddp is None:
+        return None
+    log = ddp._get_ddp_logging_data()
+    return {"engine": type(ddp).__name__, "comm_hook": log["comm_hook"],
+            "all_reduces": len(str(log["bucket_sizes"]).split(",")), "params": sum(1 for _ in model.parameters())}
+
+
 def _rank_check(case: EquivalenceCase) -> dict:
     """One rank of `run_equivalence` (run by `distributed.launch.spawn`, which owns the group and its teardown)."""
     rank = dist.get_rank()
@@ -94,8 +105,7 @@ def _rank_check(case: EquivalenceCase) -> dict:
     model = parallelize_graph_transformer(model, build_mesh(sp), sp, counter, case.chunk_rows)
     sharded = shard_graph(graph, sp, rank)
     out = model(shard_rows(x, sharded), sharded, shard_rows(pe, sharded))
-    (out * shard_rows(w, sharded)).sum().backward()
-    sync_gradients(model)
+    (out * shard_rows(w, sharded)).sum().backward()  # DDP (or FSDP2) sums the gradients over the ranks
 
     real = min(sharded.rows_per_rank, max(0, case.num_nodes - sharded.row_slice.start))
     out_err = (out[:real] - shard_rows(ref_out, sharded)[:real]).abs().max().item() if real else 0.0
@@ -116,6 +126,7 @@ def _rank_check(case: EquivalenceCase) -> dict:
             "out_scale": ref_out.abs().max().item(),
             "grad_scale": max(q.grad.abs().max().item() for _, q in pairs),
             "sharded": sum(type(p).__name__ == "DTensor" for p in model.parameters()), "bytes": per_layer,
+            "grad_sync": _grad_sync(model),
             "halo_recv_rows": sum(sharded.halo_plan.recv_counts), "rows_per_rank": sharded.rows_per_rank}
 
 

@@ -14,11 +14,14 @@ FFN, head) run on local rows unchanged; only attention communicates:
   of remote nodes that have an edge into its own rows (sparse all-to-all over the whole world), then runs the
   edge-list kernel locally. Cost ~ cut edges, not N.
 
-Parameters stay replicated; after ``backward`` call :func:`sync_gradients` (sum over the world: the loss is a sum of
-per-rank row losses). Optionally (:mod:`graphtransformer.sharding`) chosen layers are activation-checkpointed and
-parameters, gradients and optimizer state are FSDP2-sharded over the world (gradients then arrive reduced).
-Order inside :func:`parallelize_graph_transformer`: attention cores -> activation checkpointing -> FSDP2.
-The model file never imports ``torch.distributed``; this file does the swap.
+Parameters stay replicated and PyTorch's DDP engine (``replicate``, the composable DDP: the model stays a
+``GraphTransformer`` with its parameter names) sums their gradients over the world during ``backward``, bucketed
+and overlapped with it, through a comm hook that SUMS: the ranks hold different rows of one graph, so their
+gradients are partial sums of one loss, not data-parallel replicas to average. Optionally
+(:mod:`graphtransformer.sharding`) chosen layers are activation-checkpointed and parameters, gradients and optimizer
+state are FSDP2-sharded over the world instead (its reduce-scatter sums them; no DDP then). Order inside
+:func:`parallelize_graph_transformer`: attention cores -> activation checkpointing -> FSDP2 or DDP. The model file
+never imports ``torch.distributed``; this file does the swap.
 """
 
 from __future__ import annotations
@@ -28,7 +31,9 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 from torch import Tensor, nn
+from torch.distributed._composable.replicate import replicate
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from torch.nn.parallel import DistributedDataParallel
 
 from distributed.codecs import CODECS
 from graphtransformer.attention import dense_attention, sparse_attention
@@ -229,8 +234,9 @@ class DistributedAttentionCore(nn.Module):
 def parallelize_graph_transformer(model: GraphTransformer, mesh: DeviceMesh, cfg: SequenceParallelConfig,
                                   counter: CommCounter | None = None, chunk_rows: int = 2048) -> GraphTransformer:
     """Swap every layer's attention core for the distributed one, then checkpoint ``cfg.checkpoint_layers`` and
-    (``cfg.fsdp``) FSDP2-shard the parameters (in place; returns the model). Parameters must already be equal on
-    all ranks (same seed, or :func:`broadcast_parameters` first); build the optimizer afterwards."""
+    FSDP2-shard (``cfg.fsdp``) or DDP-replicate the parameters (in place; returns the model: train by calling it,
+    gradients arrive summed after ``backward``). Parameters must already be equal on all ranks (same seed, or
+    :func:`broadcast_parameters` first); build the optimizer afterwards."""
     heads = model.cfg.num_heads
     if heads % cfg.hp:
         raise ValueError(f"parallelize_graph_transformer: num_heads={heads} is not divisible by hp={cfg.hp}; "
@@ -254,6 +260,8 @@ def parallelize_graph_transformer(model: GraphTransformer, mesh: DeviceMesh, cfg
         checkpoint_layers(model, cfg.checkpoint_layers)
     if cfg.fsdp:
         shard_parameters(model, world_mesh(mesh.device_type), cfg.reshard_after_forward)
+    else:
+        replicate_parameters(model)
     return model
 
 
@@ -266,9 +274,24 @@ def broadcast_parameters(model: nn.Module, src: int = 0) -> None:
         dist.broadcast(p.data, src)
 
 
-def sync_gradients(model: nn.Module) -> None:
-    """Sum parameter gradients over the world (per-rank losses are partial sums of one global loss). FSDP2-sharded
-    parameters are skipped: their reduce-scatter already summed them."""
-    for p in model.parameters():
-        if p.grad is not None and not is_sharded(p):
-            dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
+def _sum_allreduce_hook(group, bucket):  # no annotations: DDP checks them as objects, and these would be strings
+    """DDP comm hook: the bucket's gradients (a ``dist.GradBucket``) summed over ``group``; a future of the summed
+    flat tensor (DDP's default hook would divide by the world size)."""
+    fut = dist.all_reduce(bucket.buffer(), group=group, async_op=True).get_future()
+    return fut.then(lambda f: f.value()[0])
+
+
+def replicate_parameters(model: nn.Module) -> nn.Module:
+    """Sum ``model``'s gradients over the world with DDP (in place). ``replicate`` keeps the model a
+    ``GraphTransformer`` (a subclass) with its state-dict names (no ``module.`` prefix) and, at the first forward,
+    builds a :class:`~torch.nn.parallel.DistributedDataParallel` over the parameters only (no buffer is ever
+    broadcast). Every parameter gets a gradient in every step, so ``find_unused_parameters`` stays off. gloo CPU
+    ranks get ``device_ids=None``, CUDA ranks the parameters' device."""
+    replicate(model, device_id=next(model.parameters()).device)
+    model.register_comm_hook(dist.group.WORLD, _sum_allreduce_hook)
+    return model
+
+
+def ddp_of(model: nn.Module) -> DistributedDataParallel | None:
+    """The DDP engine :func:`replicate_parameters` put on ``model`` (built at its first forward), else None."""
+    return getattr(replicate.state(model), "_ddp", None)

@@ -13,8 +13,9 @@ math: a training step equals the single-process step (tested to 1e-10 in float64
   per transformer layer plus the root. The ranks of a sequence-parallel layout hold *different rows of one graph*,
   so their gradients are partial sums of one loss: the reduce-scatter must **sum** (gradient divide factor 1), not
   average as in data parallelism. Parameters must be identical on every rank before sharding (broadcast first).
-  After ``backward`` the gradients are already reduced: :func:`~graphtransformer.parallel.sync_gradients` skips
-  sharded (DTensor) parameters. The optimizer must be built over the sharded parameters, after this call.
+  After ``backward`` the gradients are already reduced, so a sharded model gets no DDP
+  (:func:`~graphtransformer.parallel.replicate_parameters` is for the replicated one). The optimizer must be built
+  over the sharded parameters, after this call.
 
 For the TorchGT-size models (hidden 64, ~100K parameters) FSDP saves little; activations dominate, which is what
 checkpointing addresses (the research note, section 3c).

@@ -130,7 +130,6 @@ def _distributed_rows(graph, args) -> tuple:
         build_mesh,
         shard_graph,
         shard_rows,
-        sync_gradients,
         unshard_rows,
     )
 
@@ -140,7 +139,7 @@ def _distributed_rows(graph, args) -> tuple:
                                 checkpoint_layers=tuple(int(i) for i in args.checkpoint_layers.split(",") if i))
     mesh = build_mesh(sp)
     sharded = shard_graph(graph, sp, dist.get_rank())
-    return Rows(sharded, lambda t: shard_rows(t, sharded), lambda t: unshard_rows(t, sharded), sync_gradients), mesh, sp
+    return Rows(sharded, lambda t: shard_rows(t, sharded), lambda t: unshard_rows(t, sharded)), mesh, sp
 
 
 def _patience(args: argparse.Namespace) -> int:

@@ -2,13 +2,13 @@
 
 One loop serves both: a :class:`Rows` object says which rows of the node sequence this process holds (all of them
 single-process; its chunk under :mod:`graphtransformer.parallel`). The loss is the sum of cross-entropies of the
-local training rows divided by the global number of training nodes, so summing gradients over ranks
-(:func:`~graphtransformer.parallel.sync_gradients`) gives exactly the single-process gradient. Model selection is
-on validation accuracy (ties: lower validation loss), never on test; the test accuracy of the selected epoch is
-reported. With ``ema_decay > 0`` every evaluation (selection included) uses the moving average of the weights.
-Evaluation runs in eval mode (no dropout) with the canonical positional encoding and the layer schedule (per-step
-dense switching is a training-time schedule). Sparse bag-of-words features (< 5 % non-zero) are fed as a
-sparse COO tensor (same math, the input projection never densifies them).
+local training rows divided by the global number of training nodes, so summing gradients over ranks (during
+``backward``: DDP or FSDP2, set up by :func:`~graphtransformer.parallel.parallelize_graph_transformer`) gives exactly
+the single-process gradient. Model selection is on validation accuracy (ties: lower validation loss), never on test;
+the test accuracy of the selected epoch is reported. With ``ema_decay > 0`` every evaluation (selection included)
+uses the moving average of the weights. Evaluation runs in eval mode (no dropout) with the canonical positional
+encoding and the layer schedule (per-step dense switching is a training-time schedule). Sparse bag-of-words
+features (< 5 % non-zero) are fed as a sparse COO tensor (same math, the input projection never densifies them).
 """
 
 from __future__ import annotations
@@ -101,11 +101,10 @@ class Rows:
     graph: object  # AttentionGraph (single process) or ShardedGraph
     shard: Callable[[Tensor], Tensor]
     gather: Callable[[Tensor], Tensor]
-    sync: Callable[[torch.nn.Module], None]
 
 
 def single_process_rows(graph) -> Rows:
-    return Rows(graph, lambda t: t, lambda t: t, lambda m: None)
+    return Rows(graph, lambda t: t, lambda t: t)
 
 
 def prepare(data, cfg: TrainConfig):
@@ -248,8 +247,7 @@ def train_seed(model: GraphTransformer, data, split, pe: Tensor, rows: Rows, cfg
         if penalty is not None:
             loss = loss + penalty()
         opt.zero_grad()
-        loss.backward()
-        rows.sync(model)
+        loss.backward()  # distributed: DDP / FSDP2 sum the gradients over the ranks meanwhile
         opt.step()
         if ema is not None:
             ema.update()

@@ -1,6 +1,6 @@
 """Graph-transformer checkpoints (graphtransformer/checkpointing.py): a run that crashes and resumes from its last
 checkpoint equals the uninterrupted run (every seed's record: epoch, accuracies, losses), losing at most one
-checkpoint interval; single-process by hand, and two FSDP2 ranks restarted by ``torchrun --max-restarts 1``."""
+checkpoint interval; single-process by hand, and two ranks (FSDP2 or DDP) restarted by ``torchrun --max-restarts 1``."""
 
 import json
 import os
@@ -53,11 +53,13 @@ def test_checkpointing_refuses_quantized_training(tmp_path):
 
 
 @pytest.mark.slow  # two torchrun jobs of 2 ranks: ~60 s on the 2-core machine
-def test_fsdp_ranks_restarted_by_torchrun_resume_and_equal_uninterrupted(tmp_path):
+@pytest.mark.parametrize("sharding", [["--fsdp"], []], ids=["fsdp2", "ddp"])
+def test_ranks_restarted_by_torchrun_resume_and_equal_uninterrupted(tmp_path, sharding):
+    """FSDP2-sharded, and replicated under DDP (whose checkpoints keep the unwrapped parameter names)."""
     launcher = ["-m", "torch.distributed.run", "--nproc-per-node", "2", "--standalone"]
-    full = run(["--cp", "2", "--fsdp", "--out", str(tmp_path / "full.json")], tmp_path, launcher)
+    full = run(["--cp", "2", *sharding, "--out", str(tmp_path / "full.json")], tmp_path, launcher)
     assert full.returncode == 0, full.stderr[-3000:]
-    restarted = run(["--cp", "2", "--fsdp", *crash_and_resume_args(tmp_path)], tmp_path,
+    restarted = run(["--cp", "2", *sharding, *crash_and_resume_args(tmp_path)], tmp_path,
                     [*launcher[:4], "--max-restarts", "1", "--standalone"])
     assert restarted.returncode == 0, restarted.stderr[-3000:]
     assert "injected crash at epoch 3 on rank 1" in restarted.stderr  # it really crashed once

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 
 from distributed import codecs
 from graphtransformer.comm import RingPlan
@@ -16,6 +17,7 @@ from graphtransformer.model import GraphTransformer, GraphTransformerConfig
 from graphtransformer.parallel import (
     SequenceParallelConfig,
     build_mesh,
+    ddp_of,
     parallelize_graph_transformer,
     shard_graph,
     shard_rows,
@@ -199,7 +201,43 @@ def test_fsdp2_and_activation_checkpointing_step_equals_single_process():
     results = run_equivalence(case)
     _check_exact(results)
     for r in results:
-        assert r["sharded"] > 0 and r["param_err"] < 1e-10, r
+        assert r["sharded"] > 0 and r["param_err"] < 1e-10 and r["grad_sync"] is None, r  # FSDP2: no DDP
+
+
+def test_replicated_gradients_are_summed_by_ddp_buckets():
+    """Without FSDP2, PyTorch's DDP engine sums the replicated gradients during backward (the summing comm hook,
+    fewer bucketed all-reduces than parameters), and with a checkpointed layer a training step (outputs, gradients,
+    one AdamW step) still equals the single-process step (float64)."""
+    case = EquivalenceCase(cp=2, hp=1, sparse_comm="halo", schedule=("sparse", "dense"), checkpoint_layers=(0,),
+                           optimizer_step=True)
+    results = run_equivalence(case)
+    _check_exact(results)
+    for r in results:
+        sync = r["grad_sync"]
+        assert r["sharded"] == 0 and r["param_err"] < 1e-10, r
+        assert sync["engine"] == "DistributedDataParallel" and sync["comm_hook"] == "_sum_allreduce_hook", sync
+        assert 1 <= sync["all_reduces"] < sync["params"], sync
+
+
+def test_replicated_model_keeps_its_type_and_state_dict_names():
+    """DDP (``replicate``) leaves the model a GraphTransformer whose state dict, plain and DCP's, has the unwrapped
+    names (no ``module.`` prefix): checkpoints of replicated and single-process runs share their keys."""
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict
+
+    cfg = GraphTransformerConfig(in_dim=2, out_dim=2, hidden_dim=4, num_heads=2, num_layers=1, schedule=("dense",),
+                                 pe_dim=0)
+    names = list(GraphTransformer(cfg).state_dict())
+    with tempfile.TemporaryDirectory() as d:
+        dist.init_process_group("gloo", init_method=f"file://{os.path.join(d, 'store')}", rank=0, world_size=1)
+        try:
+            sp = SequenceParallelConfig(checkpoint_layers=(0,))
+            model = parallelize_graph_transformer(GraphTransformer(cfg), build_mesh(sp), sp)
+            graph = _problem(EquivalenceCase(num_nodes=5))[0]
+            model(torch.randn(5, 2), shard_graph(graph, sp, 0)).sum().backward()
+            assert isinstance(model, GraphTransformer) and isinstance(ddp_of(model), DistributedDataParallel)
+            assert list(model.state_dict()) == names and sorted(get_model_state_dict(model)) == sorted(names)
+        finally:
+            dist.destroy_process_group()
 
 
 def test_fsdp2_float32_step_on_gloo():
