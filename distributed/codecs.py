@@ -126,10 +126,11 @@ def quantize_rows(x: Tensor, bits: int, generator: torch.Generator | None = None
     mn16 = _fp16_down(x.amin(dim=1))  # (N,)
     step16 = _fp16_up((x.amax(dim=1) - mn16.float()) / qmax)  # (N,)
     mn, step = mn16.float()[:, None], step16.float()[:, None]
-    # Constant rows (and rows narrower than fp16 resolution) have step 0: send code 0, decode mn exactly.
-    y = torch.where(step > 0, (x - mn) / step.clamp_min(1e-30), torch.zeros_like(x))  # (N, F) in [0, qmax]
+    # A row with step 0 has max == mn16, so every x - mn is 0 and y = 0 (code 0, decoded as mn exactly); a positive
+    # fp16 step is >= 6e-8, so the clamp only guards that division. In place: one (N, F) buffer for y and the noise.
+    y = (x - mn).div_(step.clamp_min(1e-30))  # (N, F) in [0, qmax]
     noise = torch.rand(x.shape, generator=generator, device=x.device)
-    codes = torch.floor(y + noise).clamp_(0, qmax).to(torch.uint8)
+    codes = y.add_(noise).floor_().clamp_(0, qmax).to(torch.uint8)
     return codes, mn16, step16
 
 
@@ -190,9 +191,11 @@ def decode(payload: Tensor, codec: str, num_rows: int, num_features: int) -> Ten
         return payload.view(torch.float16).view(n, f).float()
     bits = _BITS[codec]
     code_bytes = n * math.ceil(f * bits / 8)
-    codes = unpack_bits(payload[:code_bytes].view(n, code_bytes // max(n, 1)), bits, f).float()  # (N, F)
+    codes = unpack_bits(payload[:code_bytes].view(n, code_bytes // max(n, 1)), bits, f)  # (N, F) uint8
     meta = payload[code_bytes:].clone().view(torch.float16).view(n, 2).float()  # (N, 2)
     a, b = meta[:, :1], meta[:, 1:]
     if codec == "int1-2c":
         return torch.where(codes > 0, b, a)
-    return codes * b + a
+    if bits == 1:  # code * step + min without the float codes: min + step where the bit is set (the same floats)
+        return torch.where(codes > 0, a + b, a)
+    return codes.float() * b + a
