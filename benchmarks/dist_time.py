@@ -19,8 +19,10 @@ is the time from its start to the next one's, so nothing in flight escapes the c
 Modes: ``sync`` (fresh halos every step) and ``pipelined`` (one-step-stale halos, the transfer overlapped with the
 next step: every timed epoch is a stale one). Pipelined training with a synchronous epoch every K is reported as
 ((K - 1) pipelined + 1 sync) / K from the two measured rows. The fp32 synchronous run at each bandwidth gives the
-fraction of its epoch spent communicating and the **compute-only bound**: fp32 epoch / fp32 compute, the speedup of
-a free network. DDP's gradient all-reduce (a few KB here) is asynchronous and counts as compute.
+fraction of its epoch spent communicating, 1 - compute / epoch, and the **compute-only bound**: fp32 epoch / fp32
+compute, the speedup of a free network. The compute time is the loopback fp32 run's (include ``loopback``, as the
+default does): DDP's gradient all-reduce is asynchronous, so on a slow link the rank blocked least in the halo
+exchange waits for its peer inside it, untimed, and a per-link compute time would grow with the link's slowness.
 
 Runs with more ranks than cores are marked ``oversubscribed``. Results of other (ranks, link) pairs already in the
 JSON (same graph and width) are kept. Writes benchmarks/results/dist_time.json and dist_time_speedup.png.
@@ -39,7 +41,7 @@ from benchmarks._common import RESULTS, load_results, machine, save_results, tab
 
 CODECS = ("fp32", "int8", "int1", "int1-2c")
 MODES = ("sync", "pipelined")
-BANDWIDTHS = "0.05,0.1,0.25,0.5,1,2.5"
+BANDWIDTHS = "loopback,0.05,0.1,0.25,0.5,1,2.5"
 AMORTIZE_K = 10  # the pipelined accuracy runs' period (benchmarks/dist_accuracy.py)
 GOALS = {"comm_fraction": 0.7, "int1_speedup": 4.0, "pipelined_of_bound": 0.9}
 
@@ -197,11 +199,18 @@ def summarise(per_rank: list[list[dict]], world: int, cores: int, link: str, gbi
 
 def derive(rows: list[dict]) -> list[dict]:
     """Per (ranks, link) with an fp32 synchronous row: its communication fraction, the compute-only bound, and every
-    variant's epoch speedup (also as a fraction of the bound), pipelined-with-sync-every-K amortized included."""
+    variant's epoch speedup (also as a fraction of the bound), pipelined-with-sync-every-K amortized included.
+
+    The bound's compute time is the loopback fp32 run's (same rank count) where there is one: on a slow link the
+    rank that is blocked least in the halo all-to-all waits instead inside DDP's gradient all-reduce (C++, not
+    timed), which a per-link compute time would count as compute."""
     out = []
+    loopback = {r["ranks"]: r["compute_s"] for r in rows if r["link"] == "loopback" and r["codec"] == "fp32"
+                and r["mode"] == "sync"}
     for ref in (r for r in rows if r["codec"] == "fp32" and r["mode"] == "sync"):
         same = [r for r in rows if (r["ranks"], r["link"]) == (ref["ranks"], ref["link"])]
-        bound = ref["epoch_s"] / ref["compute_s"]
+        compute = loopback.get(ref["ranks"], ref["compute_s"])
+        bound = ref["epoch_s"] / compute
         variants = {f"{r['codec']} {r['mode']}": r["epoch_s"] for r in same}
         for codec in dict.fromkeys(r["codec"] for r in same):
             if f"{codec} sync" in variants and f"{codec} pipelined" in variants:
@@ -209,7 +218,8 @@ def derive(rows: list[dict]) -> list[dict]:
                     ((AMORTIZE_K - 1) * variants[f"{codec} pipelined"] + variants[f"{codec} sync"]) / AMORTIZE_K)
         speedup = {name: ref["epoch_s"] / s for name, s in variants.items()}
         out.append({"ranks": ref["ranks"], "link": ref["link"], "gbit": ref["gbit"],
-                    "oversubscribed": ref["oversubscribed"], "fp32_comm_fraction": ref["comm_s"] / ref["epoch_s"],
+                    "oversubscribed": ref["oversubscribed"], "fp32_comm_fraction": 1 - compute / ref["epoch_s"],
+                    "compute_s": compute, "compute_from": "loopback fp32" if ref["ranks"] in loopback else "this link",
                     "compute_only_bound": bound, "speedup": speedup,
                     "of_bound": {name: s / bound for name, s in speedup.items()}})
     return sorted(out, key=lambda d: (d["ranks"], d["gbit"] if d["gbit"] is not None else float("inf")))
@@ -245,10 +255,12 @@ def plot(derived: list[dict], path: Path) -> str | None:
         ds = sorted((d for d in shaped if d["ranks"] == world), key=lambda d: d["gbit"])
         x = [d["gbit"] for d in ds]
         ax.plot(x, [d["compute_only_bound"] for d in ds], "k--", lw=2, label="compute-only bound")
-        for name in sorted({n for d in ds for n in d["speedup"]} - {"fp32 sync"}):
-            pts = [(d["gbit"], d["speedup"][name]) for d in ds if name in d["speedup"]]
-            ax.plot(*zip(*pts, strict=True), marker="o" if "pipelined" in name else "s",
-                    ls="-" if name.endswith("pipelined") else (":" if "K=" in name else "-."), label=name)
+        for i, codec in enumerate(CODECS):  # a colour per codec, solid pipelined, dash-dotted synchronous
+            for mode, style, marker in (("sync", "-.", "s"), ("pipelined", "-", "o")):
+                name = f"{codec} {mode}"
+                pts = [(d["gbit"], d["speedup"][name]) for d in ds if name in d["speedup"]]
+                if pts and name != "fp32 sync":
+                    ax.plot(*zip(*pts, strict=True), ls=style, marker=marker, color=f"C{i}", label=name)
         ax.set_xscale("log")
         ax.set_xlabel("link bandwidth per rank (Gbit/s, tc-shaped)")
         ax.set_ylabel("epoch speedup vs fp32 synchronous")
@@ -358,7 +370,9 @@ def render(res: dict) -> list[str]:
              f"({g.get('num_nodes')} nodes, {g.get('num_edges')} edges), {res.get('model')}, METIS partitions. "
              "Links: " + "; ".join(f"{k}: {v}" for k, v in res.get("links", {}).items()) + ". Speedup = fp32 "
              "synchronous epoch / the variant's epoch at the same bandwidth; bound = fp32 epoch / fp32 compute (a free "
-             f"network); pipelined K={AMORTIZE_K} = 9 pipelined + 1 synchronous epochs, from the measured rows.", "",
+             "network; compute: the loopback fp32 run's, see the script's docstring); communication share = 1 - "
+             f"compute / fp32 epoch; pipelined K={AMORTIZE_K} = 9 pipelined + 1 synchronous epochs, from the measured "
+             "rows.", "",
              *table_head("ranks", "link", "fp32 comm share", "bound", "int8", "int1", "int1-2c", "fp32 pipelined",
                          "int1 pipelined (of bound)", f"int1 pipelined K={AMORTIZE_K}", "int1-2c pipelined")]
     for d in res.get("derived", []):

@@ -16,13 +16,18 @@ def test_bound_speedups_and_amortized_pipeline():
     rows = [row("fp32", "sync", 2.0, 0.4, 1.6), row("int1", "sync", 0.5, 0.4, 0.05),
             row("int1", "pipelined", 0.42, 0.4, 0.0)]
     (d,) = dist_time.derive(rows)
-    assert d["fp32_comm_fraction"] == pytest.approx(0.8)
+    assert d["fp32_comm_fraction"] == pytest.approx(0.8) and d["compute_from"] == "this link"
     assert d["compute_only_bound"] == pytest.approx(5.0)
     assert d["speedup"]["int1 sync"] == pytest.approx(4.0)
     assert d["of_bound"]["int1 pipelined"] == pytest.approx(2.0 / 0.42 / 5.0)
     assert d["speedup"]["int1 pipelined K=10"] == pytest.approx(2.0 / ((9 * 0.42 + 0.5) / 10))
     (g,) = dist_time.goals([d])
     assert g["int1_ok"] and g["pipelined_ok"]
+    loop = {**row("fp32", "sync", 0.45, 0.25, 0.01), "link": "loopback", "gbit": None}
+    with_loopback = dist_time.derive([*rows, loop])
+    assert [d["link"] for d in with_loopback] == ["0.1 Gbit/s shaped", "loopback"]
+    assert with_loopback[0]["compute_from"] == "loopback fp32"
+    assert with_loopback[0]["compute_only_bound"] == pytest.approx(2.0 / 0.25)
     slow = dist_time.derive([row("fp32", "sync", 1.0, 0.8, 0.2), row("int1", "sync", 0.9, 0.8, 0.01)])
     assert dist_time.goals(slow) == []  # communication is 20 % of the epoch: outside the goals' regime
 
