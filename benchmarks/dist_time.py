@@ -25,7 +25,9 @@ default does): DDP's gradient all-reduce is asynchronous, so on a slow link the 
 exchange waits for its peer inside it, untimed, and a per-link compute time would grow with the link's slowness.
 
 Runs with more ranks than cores are marked ``oversubscribed``. Results of other (ranks, link) pairs already in the
-JSON (same graph and width) are kept. Writes benchmarks/results/dist_time.json and dist_time_speedup.png.
+JSON (same graph and width) are kept; every row names the command that measured it. Ratios are only taken within
+one command's rows: the bound of a link uses the loopback run of the same command, or else the link's own compute.
+Writes benchmarks/results/dist_time.json and dist_time_speedup.png.
 """
 
 from __future__ import annotations
@@ -205,11 +207,12 @@ def derive(rows: list[dict]) -> list[dict]:
     rank that is blocked least in the halo all-to-all waits instead inside DDP's gradient all-reduce (C++, not
     timed), which a per-link compute time would count as compute."""
     out = []
-    loopback = {r["ranks"]: r["compute_s"] for r in rows if r["link"] == "loopback" and r["codec"] == "fp32"
-                and r["mode"] == "sync"}
+    loopback = {(r["ranks"], r.get("command")): r["compute_s"] for r in rows
+                if r["link"] == "loopback" and r["codec"] == "fp32" and r["mode"] == "sync"}
     for ref in (r for r in rows if r["codec"] == "fp32" and r["mode"] == "sync"):
         same = [r for r in rows if (r["ranks"], r["link"]) == (ref["ranks"], ref["link"])]
-        compute = loopback.get(ref["ranks"], ref["compute_s"])
+        key = (ref["ranks"], ref.get("command"))
+        compute = loopback.get(key, ref["compute_s"])
         bound = ref["epoch_s"] / compute
         variants = {f"{r['codec']} {r['mode']}": r["epoch_s"] for r in same}
         for codec in dict.fromkeys(r["codec"] for r in same):
@@ -219,7 +222,7 @@ def derive(rows: list[dict]) -> list[dict]:
         speedup = {name: ref["epoch_s"] / s for name, s in variants.items()}
         out.append({"ranks": ref["ranks"], "link": ref["link"], "gbit": ref["gbit"],
                     "oversubscribed": ref["oversubscribed"], "fp32_comm_fraction": 1 - compute / ref["epoch_s"],
-                    "compute_s": compute, "compute_from": "loopback fp32" if ref["ranks"] in loopback else "this link",
+                    "compute_s": compute, "compute_from": "loopback fp32" if key in loopback else "this link",
                     "compute_only_bound": bound, "speedup": speedup,
                     "of_bound": {name: s / bound for name, s in speedup.items()}})
     return sorted(out, key=lambda d: (d["ranks"], d["gbit"] if d["gbit"] is not None else float("inf")))
@@ -340,10 +343,12 @@ def main() -> None:
             done.add((world, label))
             print(f"{world} ranks, {label}: " + ", ".join(f"{r['codec']} {r['mode']} {r['epoch_s']:.3f} s"
                                                            for r in new), flush=True)
+    command = "python -m benchmarks.dist_time " + " ".join(sys.argv[1:])
+    rows = [{**r, "command": command} for r in rows]
     old = load_results("dist_time")  # other (ranks, link) pairs on the same graph and model are kept
     if old.get("graph") == graph and old.get("hidden") == args.hidden and "derived" in old:
-        rows = [r for r in old["rows"] if (r["ranks"], r["link"]) not in done] + rows
-        links = {**old.get("links", {}), **links}
+        kept = [{"command": old.get("command"), **r} for r in old["rows"] if (r["ranks"], r["link"]) not in done]
+        rows, links = kept + rows, {**old.get("links", {}), **links}
     derived = derive(rows)
     load_end = os.getloadavg()[0]
     payload = {"graph": graph, "hidden": args.hidden, "model": f"gcn 2 layers hidden {args.hidden} dropout 0.5",
@@ -354,7 +359,7 @@ def main() -> None:
                "note": f"{cores} cores, one torch thread per rank; 1-minute load average {load_start:.1f} at the start "
                        f"and {load_end:.1f} at the end (this job's own ranks included). 'spread' is (slowest - fastest "
                        "epoch) / median per row: the noise of that row's median.",
-               "command": "python -m benchmarks.dist_time " + " ".join(sys.argv[1:])}
+               "command": command}
     print("\n".join(render(payload)))
     print(f"written {save_results('dist_time', payload)} in {payload['wall_s']:.0f} s")
 

@@ -57,6 +57,7 @@ STAGES = (
     ("Distributed training", (("dist_accuracy", "dist_accuracy.render"),
                               ("dist_quant_accuracy", "dist_quant_accuracy.render"),
                               ("dist_bytes", "dist_bytes.render"), ("dist_time", "dist_time.render"),
+                              ("dist_staleness", "dist_staleness.render"),
                               ("fault_injection", "fault_injection.render"),
                               ("teardown_race", "teardown_race.render"))),
     ("Graph transformer", (("gt_accuracy", "gt_accuracy.render"), ("gt_screen", "gt_screen.render"),

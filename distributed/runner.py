@@ -364,7 +364,7 @@ def _train_rank(cfg: DistTrainConfig, log) -> dict:
     if run is not None:
         start_epoch, history, best = run["epoch"] + 1, run["history"], run["best"]
     attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
-
+    loop_start = time.perf_counter()
     for epoch in range(start_epoch, cfg.epochs):
         model.set_epoch(epoch)
         t0 = time.perf_counter()
@@ -392,13 +392,14 @@ def _train_rank(cfg: DistTrainConfig, log) -> dict:
         if cfg.checkpoint_every and (epoch + 1) % cfg.checkpoint_every == 0:
             _save(cfg, model, opt, epoch, best, history, device)
     model.drain()
+    loop_s = time.perf_counter() - loop_start  # training, evaluation and checkpoints of this attempt's epochs
     setup = sum(b for (e, _, d), b in model.counter.bytes.items() if d == "setup")
     setup_t = torch.tensor([float(setup)], device=device)
     dist.all_reduce(setup_t)
     out = {"config": asdict(cfg), "sparse_input": sparse_input, "world_size": world, "num_owned": part.num_owned,
            "num_halo": part.num_halo,
            "history": history, "best_val_acc": best["val"], "test_acc_at_best_val": best["test"],
-           "best_epoch": best["epoch"], "setup_bytes": int(setup_t.item()),
+           "best_epoch": best["epoch"], "setup_bytes": int(setup_t.item()), "loop_s": loop_s,
            "synchronous_epochs": sum(not r["stale_halos"] for r in history),
            "input_codec": model.input_codec or "reused from the checkpoint",
            "state_dict": {k: v.detach().cpu().clone() for k, v in model.module.state_dict().items()}}
