@@ -10,7 +10,8 @@ benchmarks/dist_accuracy.py, which measures the accuracy over 5 seeds and 4 part
 validation-selected test accuracy, synchronous epochs, and the mean training-step time over epochs 1.. (a
 synchronous epoch costs more than a stale one, so the mean, not the median, is what a run pays; evaluation is not
 in it), and the whole run's wall time with evaluation every 2 epochs (a pipelined transfer keeps flowing during
-evaluation, which the step time alone would credit to pipelining). Writes benchmarks/results/dist_staleness.json.
+evaluation, which the step time alone would credit to pipelining). Writes benchmarks/results/dist_staleness.json,
+keeping the runs of other (dataset, ranks, bandwidth) already there.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import statistics
 import sys
 import time
 
-from benchmarks._common import machine, mean_std, save_results, table_head, table_row
+from benchmarks._common import load_results, machine, mean_std, save_results, table_head, table_row
 
 VARIANTS = ("fp32", "int1", "int1+pipeline(K=10)", "int1+pipeline(BSA)")
 
@@ -69,6 +70,10 @@ def run(args: argparse.Namespace) -> dict:
             "command": "python -m benchmarks.dist_staleness " + " ".join(sys.argv[1:])}
 
 
+def _key(run: dict) -> tuple:
+    return run.get("dataset"), run.get("ranks"), run.get("gbit")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset", default="coauthor-cs")
@@ -79,30 +84,40 @@ def main() -> None:
     args = p.parse_args()
     if not args.gbit > 0 or args.ranks < 2 or args.seeds < 1:
         raise SystemExit("need --gbit > 0, --ranks >= 2 and --seeds >= 1")
-    res = run(args)
+    new = run(args)
+    old = load_results("dist_staleness")
+    old_runs = old.get("runs", [old] if "variants" in old else [])  # the first files held one run
+    res = {"runs": sorted([r for r in old_runs if _key(r) != _key(new)] + [new], key=lambda r: -r["gbit"]),
+           "machine": new["machine"]}
     print("\n".join(render(res)))
-    print(f"written {save_results('dist_staleness', res)} in {res['wall_s']:.0f} s")
+    print(f"written {save_results('dist_staleness', res)} in {new['wall_s']:.0f} s")
 
 
 def render(res: dict) -> list[str]:
+    lines = ["## Distributed training: bounded staleness on a slow link", "",
+             "File: `benchmarks/results/dist_staleness.json`. GCN (the single-process preset) on ranks behind a "
+             "tc-shaped link; test accuracy at the best validation epoch; step = mean training step over epochs 1.. "
+             "(evaluation not timed); run = the whole run's wall time with evaluation every 2 epochs. Accuracy over "
+             "5 seeds and 4 partitions: the accuracy table above.", ""]
+    for run in res.get("runs", []):
+        lines += _run_lines(run)
+    return lines
+
+
+def _run_lines(res: dict) -> list[str]:
     rows = res.get("variants", {})
     ref = rows.get("fp32", {}).get("epoch_s", {}).get("mean")
-    lines = ["## Distributed training: bounded staleness on a slow link", "",
-             f"File: `benchmarks/results/dist_staleness.json` (`{res.get('command')}`). {res.get('dataset')}, GCN, "
-             f"{res.get('ranks')} ranks on a {res.get('gbit')} Gbit/s link ({res.get('link')}), {res.get('epochs')} "
-             "epochs; test accuracy at the best validation epoch; step time = mean training step over epochs 1.. "
-             "(evaluation not timed). Accuracy over 5 seeds and 4 partitions: the accuracy table above.", "",
-             *table_head("variant", "seeds", "test acc (%)", "synchronous epochs", "step s (mean)",
-                         "step speedup vs fp32", "run s (with evaluation)", "run speedup vs fp32",
-                         "blocked in transport s / step")]
     ref_run = rows.get("fp32", {}).get("run_s", {}).get("mean")
+    lines = [f"{res.get('dataset')}, {res.get('ranks')} ranks, {res.get('gbit')} Gbit/s per rank, {res.get('epochs')} "
+             f"epochs (`{res.get('command')}`):", "",
+             *table_head("variant", "seeds", "test acc (%)", "synchronous epochs", "step s (mean)",
+                         "step speedup vs fp32", "run s", "run speedup vs fp32")]
     for name, r in rows.items():
         t, run_s = r["epoch_s"]["mean"], r["run_s"]["mean"]
         lines.append(table_row(name, len(r["seed"]), f"{100 * r['test']['mean']:.2f} +- {100 * r['test']['std']:.2f}",
                                f"{statistics.mean(r['synchronous_epochs']):.1f}", f"{t:.3f}",
                                f"{ref / t:.2f}x" if ref else "-", f"{run_s:.1f}",
-                               f"{ref_run / run_s:.2f}x" if ref_run else "-",
-                               f"{statistics.mean(r['comm_wait_s_mean']):.3f}"))
+                               f"{ref_run / run_s:.2f}x" if ref_run else "-"))
     load = res.get("load_average_1min", {})
     return lines + ["", f"1-minute load average {load.get('start', 0):.1f} at the start and {load.get('end', 0):.1f} "
                     "at the end (this job's ranks included).", ""]
