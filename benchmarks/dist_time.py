@@ -371,7 +371,9 @@ def _times(speedup: dict, name: str) -> str:
 def render(res: dict) -> list[str]:
     g = res.get("graph", {})
     lines = ["## Distributed training: epoch speedup against bandwidth", "",
-             f"File: `benchmarks/results/dist_time.json` (`{res.get('command')}`). Graph {g.get('name')} "
+             "File: `benchmarks/results/dist_time.json` ("
+             + "; ".join(f"`{c}`" for c in dict.fromkeys(r.get("command", res.get("command"))
+                                                         for r in res.get("rows", []))) + f"). Graph {g.get('name')} "
              f"({g.get('num_nodes')} nodes, {g.get('num_edges')} edges), {res.get('model')}, METIS partitions. "
              "Links: " + "; ".join(f"{k}: {v}" for k, v in res.get("links", {}).items()) + ". Speedup = fp32 "
              "synchronous epoch / the variant's epoch at the same bandwidth; bound = fp32 epoch / fp32 compute (a free "
