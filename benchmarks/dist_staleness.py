@@ -54,13 +54,12 @@ def run(args: argparse.Namespace) -> dict:
     for (name, cfg), r in zip(cfgs, results, strict=True):
         steps = [h["epoch_s"] for h in r["history"][1:]]  # epoch 0 also moves the layer-0 input rows
         row = rows.setdefault(name, {"seed": [], "test_acc": [], "synchronous_epochs": [], "epoch_s_mean": [],
-                                     "comm_wait_s_mean": [], "loop_s": []})
+                                     "loop_s": []})
         row["loop_s"].append(r["loop_s"])
         row["seed"].append(cfg.seed)
         row["test_acc"].append(r["test_acc_at_best_val"])
         row["synchronous_epochs"].append(r["synchronous_epochs"])
         row["epoch_s_mean"].append(statistics.mean(steps))
-        row["comm_wait_s_mean"].append(statistics.mean(h["comm_wait_s"] for h in r["history"][1:]))
     for row in rows.values():
         row.update(test=mean_std(row["test_acc"]), epoch_s=mean_std(row["epoch_s_mean"]), run_s=mean_std(row["loop_s"]))
     return {"dataset": args.dataset, "ranks": args.ranks, "gbit": args.gbit, "link": link, "epochs": epochs,

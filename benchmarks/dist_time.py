@@ -67,9 +67,6 @@ class TimedWork:
         Clock.comm += time.perf_counter() - t
         return out
 
-    def get_future(self):
-        return self.work.get_future()
-
 
 def _instrument() -> None:
     """Wrap the collectives and codecs the halo exchange calls (module attributes, so the callers see the wrappers)."""
