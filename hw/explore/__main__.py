@@ -91,11 +91,13 @@ def main(argv: list[str] | None = None) -> dict:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     cache = PointCache(args.cache or out / "cache.jsonl")
+    t0 = time.perf_counter()
     executor = make_executor(args.executor, args.workers, args.ray_address, initializer=install,
                              initarg=loaded(specs))
+    executor.warm_up()
+    startup_s = time.perf_counter() - t0
     print(f"hw.explore: {len(designs)} designs ({space.sampler}, {invalid} invalid combinations skipped) x "
           f"{len(specs)} workloads, {len(cache)} cached records, executor {args.executor} x {executor.workers}")
-    t0 = time.perf_counter()
     try:
         points, stats = run_sweep(specs, designs, preset(space.base), cache, executor, not args.no_progress)
     except KeyboardInterrupt:
@@ -110,10 +112,12 @@ def main(argv: list[str] | None = None) -> dict:
             "workloads": {s.name: {"source": s.source, "sha256": s.sha256(), "accuracy": s.accuracy()} for s in specs},
             "stats": {"points": stats.total, "evaluated": stats.evaluated, "cached": stats.cached,
                       "workers": stats.workers, "eval_wall_s": stats.eval_wall_s, "check_wall_s": stats.check_wall_s,
-                      "points_per_s": stats.points_per_s, "wall_s": time.perf_counter() - t0}}
+                      "points_per_s": stats.points_per_s, "startup_s": startup_s,
+                      "wall_s": time.perf_counter() - t0}}
     payload = write_outputs(out, points, stats, meta)
-    print(f"{stats.total} points ({stats.evaluated} evaluated at {stats.points_per_s:.2f} points/s, {stats.cached} "
-          f"cached); functional check on {space.base}: {stats.checks}")
+    print(f"{stats.total} points ({stats.evaluated} evaluated at {stats.points_per_s:.2f} points/s after "
+          f"{startup_s:.1f} s of worker start-up, {stats.cached} cached); functional check on {space.base}: "
+          f"{stats.checks}")
     for name, v in payload["versus_base"].items():
         speed, energy = v["speedup_at_equal_area"], v["energy_saving_at_equal_area"]
         print(f"  {name}: front {payload['front_sizes'][f'design:{name}']} designs; at <= {space.base}'s area: "

@@ -13,6 +13,7 @@ Dask is not offered: this project's top-level ``distributed`` package shadows ``
 from __future__ import annotations
 
 import multiprocessing
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Protocol, TypeVar
@@ -28,6 +29,8 @@ class Executor(Protocol):
 
     def imap_unordered(self, fn: Callable[[T], R], tasks: Sequence[T]) -> Iterator[R]: ...
 
+    def warm_up(self) -> None: ...
+
     def close(self) -> None: ...
 
 
@@ -38,6 +41,9 @@ class InProcessExecutor:
 
     def imap_unordered(self, fn: Callable[[T], R], tasks: Sequence[T]) -> Iterator[R]:
         return (fn(t) for t in tasks)
+
+    def warm_up(self) -> None:
+        pass
 
     def close(self) -> None:
         pass
@@ -67,6 +73,11 @@ class LocalProcessExecutor:
                 raise
             for future in done:
                 yield future.result()
+
+    def warm_up(self) -> None:
+        """Return once every worker has started and run its initializer (so a sweep can time start-up apart)."""
+        for future in [self._pool.submit(time.sleep, 0.2) for _ in range(self.workers)]:
+            future.result()
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
@@ -106,6 +117,11 @@ class RayExecutor:
                 raise
             for ref in done:
                 yield self._ray.get(ref)
+
+    def warm_up(self) -> None:
+        """Return once ``workers`` tasks have run their initializer (Ray starts worker processes lazily)."""
+        remote = self._ray.remote(num_cpus=1)(_initialized_call)
+        self._ray.get([remote.remote(self._initializer, self._initarg, time.sleep, 0.2) for _ in range(self.workers)])
 
     def close(self) -> None:
         if self._owns:

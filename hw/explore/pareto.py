@@ -39,12 +39,15 @@ def front(points: list[dict], objectives: tuple[str, ...]) -> list[dict]:
     return sorted(chosen, key=lambda p: tuple(p[k] for k in objectives))
 
 
-def versus_base(points: list[dict], base: dict) -> dict:
+def versus_base(points: list[dict], base: dict, same_as: tuple[str, ...] = ()) -> dict:
     """How the sweep's designs compare with ``base`` (the preset's point on the same workload).
 
     ``speedup_at_equal_area``: base latency / the lowest latency of a design with area <= the base's;
     ``energy_saving_at_equal_area``: the same for energy; ``dominating``: designs no worse than the base in latency,
-    energy and area and better in one (the best of them by latency first)."""
+    energy and area and better in one (the best of them by latency first). ``same_as``: config fields a design
+    must share with the base to count (e.g. ``("clock_ghz",)``: the area model is timing-free, so a faster clock
+    costs no area there)."""
+    points = [p for p in points if all(p["config"][k] == base["config"][k] for k in same_as)]
     fits = [p for p in points if p["area_ge"] <= base["area_ge"]]
     fastest = min(fits, key=lambda p: (p["latency_us"], p["energy_pj"]), default=None)
     cheapest = min(fits, key=lambda p: (p["energy_pj"], p["latency_us"]), default=None)

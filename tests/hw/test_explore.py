@@ -13,7 +13,7 @@ from hw.explore.evaluate import WorkloadSpec, evaluate, install
 from hw.explore.executors import InProcessExecutor, LocalProcessExecutor
 from hw.explore.pareto import front, nondominated, versus_base
 from hw.explore.space import DEFAULT_FIELDS, Space, SpaceError, default_space, load_space, sample
-from hw.explore.sweep import run_sweep
+from hw.explore.sweep import fronts_of, run_sweep
 
 TIMING = ("sim_wall_s", "eval_wall_s")
 SPEC = WorkloadSpec(source="rand-explore", hidden=16)  # installed below: no dataset build in the tests
@@ -154,6 +154,23 @@ def test_front_and_versus_base():
     v = versus_base(pts, {"latency_us": 4.0, "energy_pj": 4.0, "area_ge": 3.0})
     assert v["speedup_at_equal_area"] == 4.0 and v["energy_saving_at_equal_area"] == 2.0
     assert v["num_dominating_base"] == 1 and v["best_dominating"] == pts[1]
+
+
+def test_joint_front_spans_exports_and_designs():
+    rng = np.random.default_rng(0)
+    points = []
+    for name, acc in (("a", 0.8), ("b", 0.9), ("c", None)):
+        for i in range(25):
+            lat, en, ar = rng.integers(1, 8, 3).astype(float)
+            points.append({"workload": name, "accuracy": acc, "error": None if acc is None else 1 - acc,
+                           "is_base": i == 0, "latency_us": lat, "energy_pj": en, "area_ge": ar, "config": {}})
+    per, joint, versus = fronts_of(points)
+    scored = [p for p in points if p["error"] is not None]
+    f = np.array([[p["error"], p["energy_pj"], p["latency_us"], p["area_ge"]] for p in scored])
+    expected = [p for p, keep in zip(scored, _brute_force(f), strict=True) if keep]
+    assert sorted(map(id, joint)) == sorted(map(id, expected))
+    assert {p["workload"] for p in joint} == {"a", "b"}  # the workload without accuracy is in no joint front
+    assert set(per) == set(versus) == {"a", "b", "c"}
 
 
 # ---- executors and the CLI --------------------------------------------------------------------------------------
