@@ -90,12 +90,15 @@ def main(argv: list[str] | None = None) -> dict:
     specs = _specs(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    cache = PointCache(args.cache or out / "cache.jsonl")
     t0 = time.perf_counter()
-    executor = make_executor(args.executor, args.workers, args.ray_address, initializer=install,
-                             initarg=loaded(specs))
+    try:
+        executor = make_executor(args.executor, args.workers, args.ray_address, initializer=install,
+                                 initarg=loaded(specs))
+    except ImportError as e:
+        raise UsageError(f"--executor {args.executor} needs {e.name}: pip install -e .[ray]") from None
     executor.warm_up()
     startup_s = time.perf_counter() - t0
+    cache = PointCache(args.cache or out / "cache.jsonl")
     print(f"hw.explore: {len(designs)} designs ({space.sampler}, {invalid} invalid combinations skipped) x "
           f"{len(specs)} workloads, {len(cache)} cached records, executor {args.executor} x {executor.workers}")
     try:
