@@ -85,6 +85,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="with --quant a2q/degree-aware and --model gcn/gin: signed bits of the per-channel points "
                         "(GCN's XW, the combination output before aggregation; GIN's input) (default 4, A2Q's; not "
                         "counted in the feature bits)")
+    p.add_argument("--hw-cost", choices=("dram", "energy", "latency"),
+                   help="with --quant a2q/degree-aware and --model gcn on a node task: hold the accelerator's DRAM "
+                        "bytes, energy or latency (the closed form of hw/cost.py) to --hw-budget instead of the "
+                        "memory in KB (by projection, or with --bits-control penalty by penalty-weight * "
+                        "relu(C / B - 1)^2); the run's summary records the predicted cost")
+    p.add_argument("--arch", default="mega", help="with --hw-cost: the accelerator preset (MEGA-style configs)")
+    p.add_argument("--hw-config", help="with --hw-cost: a TOML file overriding the preset's fields")
+    p.add_argument("--hw-budget",
+                   help="with --hw-cost: the budget, a cost in its unit (bytes, pJ, cycles; e.g. 2.4e6) or a "
+                        "fraction of the FP32 design (e.g. 0.1x); default: the design at --target-bits")
     p.add_argument("--split-seed", type=int, default=0, help="seed of random splits and CV folds")
     p.add_argument("--features", choices=FEATURE_PREPROCESSING,
                    help="input feature preprocessing in place of the dataset registry's (Cora: row-normalized)")
@@ -108,6 +118,13 @@ def main(argv: list[str] | None = None) -> dict:
         hooks.extension_for(args.quant)
     except ValueError as e:  # names the registered methods
         raise UsageError(str(e)) from None
+    hw_flags = [f for f, v in (("--arch", args.arch != "mega"), ("--hw-config", args.hw_config),
+                                ("--hw-budget", args.hw_budget)) if v]
+    if hw_flags and not args.hw_cost:
+        raise UsageError(f"{', '.join(hw_flags)} describe the hardware cost of --hw-cost; add --hw-cost "
+                         "dram|energy|latency or drop them")
+    if args.hw_cost and args.quant == "none":
+        raise UsageError("--hw-cost prices learned bits: add --quant a2q (or degree-aware)")
     if args.resume and args.run_dir is None:
         raise UsageError("--resume needs --run-dir pointing at the run to continue")
     if args.seeds is not None and args.seeds < 1:
@@ -131,7 +148,9 @@ def main(argv: list[str] | None = None) -> dict:
                                    penalty_weight=args.penalty_weight, bits_control=args.bits_control,
                                    fp32_warmup_epochs=args.fp32_warmup or None,
                                    quantize_mlp_hidden=args.quantize_mlp_hidden or None,
-                                   weight_bits=args.weight_bits, xw_bits=args.xw_bits)
+                                   weight_bits=args.weight_bits, xw_bits=args.xw_bits, hw_cost=args.hw_cost,
+                                   hw_arch=args.arch if args.hw_cost else None, hw_config=args.hw_config,
+                                   hw_budget=args.hw_budget)
         if train_cfg.quant != "none":  # a quantization setting this model cannot take fails here, before any run
             apply_quantization(build_model(model_cfg), graph, train_cfg)
         num_seeds = args.seeds if args.seeds is not None else (1 if graph.task == "graph" else 10)

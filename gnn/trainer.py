@@ -70,6 +70,9 @@ class TrainConfig:
             weights (per output channel) and of XW (per channel) (``QuantConfig.weight_bits`` / ``xw_bits``; A2Q's
             code keeps both at 4). They are not node features: the memory penalty and the average bits do not
             count them.
+        hw_cost, hw_arch, hw_config, hw_budget: with a learned-bit ``quant``, hold an accelerator's cost (DRAM
+            bytes, energy or latency of the extension's hardware model) to a budget instead of the memory in KB
+            (``QuantConfig.hw_cost`` and the fields after it; None: the memory budget).
         checkpoint_every: save a resumable checkpoint every this many epochs.
         device: ``"cpu"`` or ``"cuda"``.
     """
@@ -89,6 +92,10 @@ class TrainConfig:
     quantize_mlp_hidden: bool = False
     weight_bits: int = DEFAULT_FIXED_BITS
     xw_bits: int = DEFAULT_FIXED_BITS
+    hw_cost: str | None = None
+    hw_arch: str = "mega"
+    hw_config: str | None = None
+    hw_budget: str | None = None
     checkpoint_every: int = 50
     device: str = "cpu"
 

@@ -32,6 +32,14 @@ SCHEMES = ("node", "nns", "degree", "channel", "row", "head")
 FEATURE_SCHEMES = ("node", "nns", "degree")
 
 
+def _row_nonzeros(q: Tensor) -> Tensor:
+    """(R,) non-zero values of every row of a dense or sparse COO (R, ...) tensor."""
+    if q.is_sparse:
+        q = q.coalesce()
+        return torch.bincount(q.indices()[0][q.values() != 0], minlength=q.size(0))
+    return (q.reshape(q.size(0), -1) != 0).sum(dim=1)
+
+
 class A2QQuantizer(nn.Module):
     """Learned symmetric fake quantizer of one tensor.
 
@@ -73,6 +81,9 @@ class A2QQuantizer(nn.Module):
         self._last_row_elems = 0
         self._eval_records: list[tuple[Tensor, Tensor | None]] = []
         self.last_selection: Tensor | None = None  # NNS: pool entry of every row of the last eval forward (R,)
+        self.track_nnz = False  # record the non-zero codes per row (the hardware cost, quant.qat.hw_cost, sets it)
+        self.last_nnz: Tensor | None = None  # (R,) int64, from the last eval forward (no dropout) once there is one
+        self._nnz_from_eval = False
 
     # ------------------------------------------------------------------------------------------- helpers
     @property
@@ -166,6 +177,9 @@ class A2QQuantizer(nn.Module):
             out = a2q_fake_quant(x, s, b, self.local)
         if self.learn_bits:
             self._record(x, b, idx)
+        if self.track_nnz and (not self.training or not self._nnz_from_eval):
+            self.last_nnz = _row_nonzeros(out.detach())
+            self._nnz_from_eval = not self.training
         return out
 
     def _record(self, x: Tensor, b_rows: Tensor, idx: Tensor | None) -> None:

@@ -44,6 +44,7 @@ __all__ = ["QuantConfig", "quantize_", "quant_param_groups", "quant_penalty", "a
 KB_BITS = 8 * 1024
 _CTX_ATTR = "_quant_context"
 _CFG_ATTR = "_quant_cfg"
+_HW_ATTR = "_quant_hw_cost"
 
 
 def is_quantized(model: nn.Module) -> bool:
@@ -169,6 +170,7 @@ def quantize_(model: nn.Module, cfg: QuantConfig, data=None) -> nn.Module:
     param = next(model.parameters(), None)
     device = param.device if param is not None else torch.device("cpu")
     model.to(device)  # the new quantizers' parameters and buffers join the model's device (graph tasks too)
+    hw = _hardware_cost(model, cfg, data)
     if node_task:  # calibrate every step on the real graph (eval mode: no dropout, no DQ range update)
         was_training = model.training
         model.eval()
@@ -178,7 +180,24 @@ def quantize_(model: nn.Module, cfg: QuantConfig, data=None) -> nn.Module:
     model._quant_projects = _projects(cfg, node_task)
     if model._quant_projects:
         spread_model_ties_(model)
+    if hw is not None:
+        hw.refresh()  # the budget, from the calibrated model's non-zeros
+        object.__setattr__(model, _HW_ATTR, hw)
     return model
+
+
+def _hardware_cost(model: nn.Module, cfg: QuantConfig, data):
+    """The hardware cost of ``cfg.hw_cost`` (`quant.qat.hw_cost`), before calibration so that its quantizers
+    record their non-zeros; None without ``hw_cost``."""
+    if cfg.hw_cost is None:
+        return None
+    if data is None:
+        raise ValueError("quantize_: hw_cost needs a node task (data given): the accelerator's cost is of a fixed "
+                         "graph's per-node bits")
+    from quant.qat.hw_cost import HardwareCost, gcn_cost_layers
+
+    return HardwareCost(cfg.hw_cost, cfg.hw_arch, cfg.hw_config, cfg.hw_budget, cfg.target_bits,
+                        data.edge_index.cpu().numpy(), gcn_cost_layers(model, data.x))
 
 
 def _projects(cfg: QuantConfig, node_task: bool) -> bool:
@@ -200,7 +219,11 @@ def enforce_bit_budget_(model: nn.Module) -> None:
     """With projection, set the learned bits' stored average to the target (`quant.qat.budget.project_bits_`);
     otherwise nothing (the penalty acts through the loss). `attach_bit_budget` calls it after every step."""
     if getattr(model, "_quant_projects", False):
-        project_bits_(model, getattr(model, _CFG_ATTR).target_bits)
+        hw = hardware_cost_of(model)
+        if hw is not None:
+            hw.project_()
+        else:
+            project_bits_(model, getattr(model, _CFG_ATTR).target_bits)
 
 
 def attach_bit_budget(model: nn.Module, opt: torch.optim.Optimizer) -> None:
@@ -281,6 +304,9 @@ def quant_penalty(model: nn.Module) -> Tensor:
         raise ValueError("quant_penalty: model is not quantized; call quant.qat.api.quantize_ first")
     if getattr(model, "_quant_projects", False):  # the bits are projected onto the budget instead
         return torch.zeros(())
+    hw = hardware_cost_of(model)
+    if hw is not None:  # the accelerator's cost in place of the memory in KB
+        return hw.penalty(cfg.penalty_weight) if cfg.penalty_weight else torch.zeros(())
     m, elems_kb = memory_kb(model, rounded=cfg.penalty_bits == "rounded")
     if cfg.is_dq or m is None or cfg.penalty_weight == 0:
         return torch.zeros(())
@@ -345,7 +371,15 @@ def quant_summary(model: nn.Module) -> dict:
     }
     if cfg.method == "degree-aware":
         out["degree_tables"] = degree_tables(model)
+    hw = hardware_cost_of(model)
+    if hw is not None:
+        out["hw_cost"] = hw.report()
     return out
+
+
+def hardware_cost_of(model: nn.Module):
+    """The `quant.qat.hw_cost.HardwareCost` a ``hw_cost`` run attached to ``model``, else None."""
+    return getattr(model, _HW_ATTR, None)
 
 
 def degree_tables(model: nn.Module) -> dict[str, list[dict]]:

@@ -35,6 +35,7 @@ NNS_RANGES = ("code", "paper")
 NNS_MODES = ("uniform", "degree")
 DEGREE_BUCKETS = ("linear", "log2")
 BITS_CONTROLS = ("auto", "project", "penalty")
+HW_COSTS = ("dram", "energy", "latency")  # quant.qat.hw_cost: DRAM bytes, energy (pJ) or latency (cycles)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,6 +81,13 @@ class QuantConfig:
             ``"log2"`` (bucket = min(floor(log2(deg+1)), D-1)).
         dq_percentile: Degree-Quant range percentile (None: 0.001 for INT8, 0.01 for INT4).
         dq_low, dq_change: protection probability p = low + change * CDF(in-degree) (None: method default).
+        hw_cost: with learned bits on a node task's GCN, hold the accelerator's cost (``"dram"`` bytes, ``"energy"``
+            pJ or ``"latency"`` cycles of the closed form of ``hw.cost``, `quant.qat.hw_cost`) to a budget in place
+            of the memory in KB: by projection (``bits_control`` project / auto) or by the penalty
+            ``penalty_weight * relu(C / B - 1)^2``. None: A2Q's memory (the default).
+        hw_arch, hw_config: the accelerator preset and an optional TOML file overriding its fields.
+        hw_budget: the budget B: None = the cost of the design at ``target_bits``; a number = that cost; a
+            number with ``x`` (``"0.25x"``) = that fraction of the FP32 design's cost.
     """
 
     method: Literal["a2q", "degree-aware", "dq-int8", "dq-int4"]
@@ -110,9 +118,14 @@ class QuantConfig:
     dq_percentile: float | None = None
     dq_low: float | None = None
     dq_change: float | None = None
+    hw_cost: Literal["dram", "energy", "latency"] | None = None
+    hw_arch: str = "mega"
+    hw_config: str | None = None
+    hw_budget: str | None = None
 
     def __post_init__(self) -> None:
         name = "QuantConfig"
+        self._check_hw()
         if self.method not in METHODS:
             raise ValueError(f"{name}: unknown method {self.method!r}; valid: {', '.join(METHODS)}")
         if not (isinstance(self.max_bits, int) and MIN_BITS <= self.max_bits <= 8):
@@ -184,3 +197,21 @@ class QuantConfig:
         low = self.dq_low if self.dq_low is not None else (0.0 if int8 else 0.1)
         change = self.dq_change if self.dq_change is not None else 0.1
         return pct, low, min(low + change, 1.0)
+
+    def _check_hw(self) -> None:
+        """The hardware-cost settings: a known cost, only with learned bits, the others only with a cost."""
+        if self.hw_cost is None:
+            extra = [f for f in ("hw_config", "hw_budget") if getattr(self, f) is not None]
+            if self.hw_arch != QuantConfig.hw_arch:
+                extra.append("hw_arch")
+            if extra:
+                raise ValueError(f"QuantConfig: {', '.join(extra)} describe the hardware cost; add hw_cost "
+                                 f"({', '.join(HW_COSTS)}) or drop them")
+            return
+        if self.hw_cost not in HW_COSTS:
+            raise ValueError(f"QuantConfig: hw_cost={self.hw_cost!r}; valid: {', '.join(HW_COSTS)}")
+        if self.method not in ("a2q", "degree-aware"):
+            raise ValueError(f"QuantConfig: hw_cost needs learned bits (a2q or degree-aware), not {self.method}")
+        from quant.qat.hw_cost import parse_budget
+
+        parse_budget(self.hw_budget)

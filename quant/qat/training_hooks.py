@@ -23,6 +23,7 @@ from torch import Tensor, nn
 from gnn import hooks
 from quant.qat.api import (
     enforce_bit_budget_,
+    hardware_cost_of,
     memory_kb,
     quant_config_of,
     quant_param_groups,
@@ -37,10 +38,12 @@ if TYPE_CHECKING:
 
 def quant_config_from(cfg: Any) -> QuantConfig:
     """The `QuantConfig` of a `gnn.trainer.TrainConfig` (its fields ``quant``, ``target_bits``, ``penalty_weight``,
-    ``bits_control``, ``quantize_mlp_hidden``, ``weight_bits``, ``xw_bits``); ValueError as QuantConfig says."""
+    ``bits_control``, ``quantize_mlp_hidden``, ``weight_bits``, ``xw_bits``, ``hw_*``); ValueError as QuantConfig
+    says."""
     return QuantConfig(method=cfg.quant, target_bits=cfg.target_bits, penalty_weight=cfg.penalty_weight,
                        bits_control=cfg.bits_control, quantize_mlp_hidden=cfg.quantize_mlp_hidden,
-                       weight_bits=cfg.weight_bits, xw_bits=cfg.xw_bits)
+                       weight_bits=cfg.weight_bits, xw_bits=cfg.xw_bits, hw_cost=cfg.hw_cost,
+                       hw_arch=cfg.hw_arch, hw_config=cfg.hw_config, hw_budget=cfg.hw_budget)
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,9 @@ class QuantExtension:
         """Average stored feature bits (without the sign bit) of a learned-bit model, else None."""
         if not self.learns_bits:
             return None
+        hw = hardware_cost_of(model)
+        if hw is not None:  # the cost in target-bit units: within budget iff C <= B
+            return hw.target_bits * hw.budget_ratio()
         m, elems_kb = memory_kb(model, rounded=True)
         return None if m is None or elems_kb == 0 else float(m.detach()) / elems_kb
 

@@ -1,0 +1,177 @@
+"""quant.qat.hw_cost: the accelerator's closed-form cost as a training objective (gradients, budget, export)."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from arch_cases import F_IN, tiny_graph
+
+from gnn.models import ModelConfig, build_model
+from hw.config import preset
+from hw.cost import NUMPY, PROVIDER, CostModel
+from hw.report import run_simulation
+from hw.workload import workload_from_export
+from quant.export import export_model
+from quant.qat.api import enforce_bit_budget_, hardware_cost_of, quant_penalty, quant_summary, quantize_
+from quant.qat.config import QuantConfig
+from quant.qat.hw_cost import TorchOps, input_rows, parse_budget
+
+
+def _model(hw_cost: str | None = "energy", seed: int = 0, **cfg):
+    graph = tiny_graph(seed)
+    torch.manual_seed(seed)
+    model = build_model(ModelConfig(arch="gcn", in_dim=F_IN, out_dim=3, hidden_dim=16, num_layers=2))
+    quantize_(model, QuantConfig(method="a2q", target_bits=2.0, hw_cost=hw_cost, **cfg), graph.data)
+    return graph, model
+
+
+def _relaxed(device) -> TorchOps:
+    """The torch backend with exact (not straight-through) identity in place of ceil / floor: the continuous
+    relaxation whose gradient the straight-through estimator passes on."""
+    ops = TorchOps(device)
+    ops.ceil = ops.floor = lambda x: x
+    return ops
+
+
+def test_torch_backend_equals_numpy():
+    _, model = _model()
+    hw = hardware_cost_of(model)
+    vb = [np.asarray(layer.nnz(), np.float64) * np.asarray(bits, np.float64)
+          for layer, bits in zip(hw.layers, hw._layer_arrays()["x_bits"], strict=True)]
+    want = hw.model.evaluate(vb, NUMPY)
+    got = hw.model.evaluate([torch.as_tensor(v) for v in vb], TorchOps(torch.device("cpu")))
+    for key in ("dram_bytes", "energy_pj", "cycles"):
+        assert float(got[key]) == pytest.approx(float(want[key]), rel=1e-12)
+
+
+@pytest.mark.parametrize("key", ["dram_bytes", "energy_pj", "cycles"])
+def test_gradcheck_with_respect_to_the_bit_parameters(key):
+    """gradcheck of the cost of the hidden layer's bit parameters (clamp(|b|, 1, 8) times the non-zeros, rounding
+    relaxed) against finite differences."""
+    _, model = _model()
+    hw = hardware_cost_of(model)
+    q = hw.learned[0]
+    nnz = q.last_nnz.double()
+    fixed = [torch.as_tensor(layer.fixed_nnz * layer.fixed_bits, dtype=torch.float64) for layer in hw.layers
+             if layer.q_input is None]
+    ops = _relaxed(torch.device("cpu"))
+
+    def cost(bits):
+        return hw.model.evaluate([*fixed, nnz * bits.abs().clamp(1.0, 8.0)], ops)[key]
+
+    bits = (q.bits.detach().double().view(-1) + 0.237).clone().requires_grad_()  # off the rounding points
+    assert torch.autograd.gradcheck(cost, (bits,), eps=1e-4, atol=1e-6, rtol=1e-4)
+
+
+def test_gradient_reaches_the_learned_bits_through_the_penalty():
+    """With the penalty, every node with non-zero codes gets a positive gradient on its bits once over budget,
+    and nodes without non-zero codes get none."""
+    _, model = _model(bits_control="penalty", hw_budget="1")  # a budget of 1 pJ: always over
+    q = hardware_cost_of(model).learned[0]
+    quant_penalty(model).backward()
+    g = q.bits.grad.view(-1)
+    live = q.last_nnz > 0
+    assert live.any() and (g[live] > 0).all() and (g[~live] == 0).all()
+
+
+def test_projection_meets_the_budget_and_keeps_the_order():
+    """The projection brings the cost to the largest achievable value under the budget (C/B <= 1 on the constants
+    it used) by one common shift, so rows keep their order."""
+    _, model = _model(hw_budget=None)
+    hw = hardware_cost_of(model)
+    q = hw.learned[0]
+    with torch.no_grad():
+        q.bits.uniform_(5.0, 8.0)  # far over the 2-bit design
+    before = q.bits.detach().clone().view(-1)
+    ratio = hw.project_()
+    after = q.bits.detach().view(-1)
+    assert ratio <= 1.0 + 1e-9
+    assert hw.ratio() == pytest.approx(ratio, rel=1e-9)
+    assert torch.equal(torch.argsort(before), torch.argsort(after))
+    with torch.no_grad():  # one more stored bit on the cheapest live row would cross the budget
+        assert hw.ratio() > 0.8
+
+
+def test_training_records_a_prediction_that_the_export_simulates(tmp_path):
+    """A few projected A2Q steps with the energy budget; the summary's predicted cost equals the cycle model's
+    simulation of the export (DRAM and energy within 1 %, cycles within 10 %)."""
+    graph, model = _model()
+    opt = torch.optim.Adam(model.parameters(), lr=0.05)
+    d = graph.data
+    for _ in range(5):
+        model.train()
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(d.x, d.edge_index), d.y)
+        (loss + quant_penalty(model)).backward()
+        opt.step()
+        enforce_bit_budget_(model)
+        model.eval()
+        with torch.no_grad():
+            model(d.x, d.edge_index)
+    report = quant_summary(model)["hw_cost"]
+    assert report["kind"] == "energy" and report["ratio"] <= 1.0 + 1e-6
+    path = export_model(model, graph, tmp_path / "tiny.qgraph")
+    sim = run_simulation(workload_from_export(str(path)), preset("mega"), check=True)
+    pred = report["predicted"]
+    assert pred["dram_bytes"] == pytest.approx(sim["dram"]["total_bytes"], rel=0.01)
+    assert pred["energy_pj"] == pytest.approx(sim["energy_pj"]["total"], rel=0.01)
+    assert pred["cycles"] == pytest.approx(sim["total_cycles"], rel=0.10)
+
+
+def test_fp32_fraction_budget():
+    """``0.5x``: half the FP32 design's simulated cost, as the provider prices it."""
+    graph, model = _model(hw_cost="dram", hw_budget="0.5x")
+    hw = hardware_cost_of(model)
+    fp32 = PROVIDER.fp32_cost("mega", None, graph.data.edge_index.numpy(), [(F_IN, 16), (16, 3)],
+                              graph.data.num_nodes)
+    assert hw.budget == pytest.approx(0.5 * fp32["dram_bytes"])
+
+
+def test_input_rows_match_the_export_convention():
+    x = torch.tensor([[0.0, 0.0, 0.0], [0.5, 0.0, 0.5], [0.2, -0.4, 0.0]])
+    nnz, bits = input_rows(x)
+    assert nnz.tolist() == [0, 2, 2] and bits.tolist() == [1, 2, 8]
+    nnz_s, bits_s = input_rows(x.to_sparse())
+    assert nnz_s.tolist() == nnz.tolist() and bits_s.tolist() == bits.tolist()
+
+
+@pytest.mark.parametrize("bad, match", [
+    ({"hw_cost": "area"}, "hw_cost="), ({"hw_budget": "0.5x"}, "add hw_cost"),
+    ({"hw_cost": "dram", "hw_budget": "cheap"}, "give a cost"), ({"hw_cost": "dram", "hw_budget": "-1"}, "positive"),
+    ({"method": "dq-int8", "hw_cost": "dram"}, "learned bits")])
+def test_config_refuses_bad_settings(bad, match):
+    with pytest.raises(ValueError, match=match):
+        QuantConfig(**{"method": "a2q", **bad})
+
+
+def test_budget_parsing():
+    assert parse_budget(None) is None
+    assert parse_budget("0.25x") == ("fp32", 0.25)
+    assert parse_budget("2.4e6") == ("abs", 2.4e6)
+
+
+def test_gin_is_refused():
+    graph = tiny_graph(0)
+    model = build_model(ModelConfig(arch="gin", in_dim=F_IN, out_dim=3, hidden_dim=8, num_layers=2))
+    with pytest.raises(ValueError, match="GCN"):
+        quantize_(model, QuantConfig(method="a2q", hw_cost="dram"), graph.data)
+
+
+def test_cli_refuses_hw_flags_without_a_cost(capsys):
+    from gnn.train import main
+
+    for argv, match in ((["--hw-budget", "0.5x"], "add --hw-cost"), (["--hw-cost", "dram"], "add --quant a2q")):
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        assert e.value.code == 2
+        assert match in capsys.readouterr().err
+
+
+def test_cost_model_is_found_without_importing_hw():
+    """quant reaches hw's closed form through the entry point: the provider object is hw.cost.PROVIDER."""
+    from quant.qat.hw_cost import provider
+
+    assert provider() is PROVIDER
+    assert isinstance(PROVIDER.cost_model, SimpleNamespace().__class__) or callable(PROVIDER.cost_model)
+    assert CostModel.__module__ == "hw.cost"
