@@ -121,7 +121,28 @@ def _simulate_export(args: argparse.Namespace, cfg) -> dict:
         out.mkdir(parents=True, exist_ok=True)
         (out / f"hw_tensors_{Path(args.workload).stem}.json").write_text(json.dumps(rows, indent=1))
         return {"tensors": rows}
-    return _simulate(workload_from_export(q), cfg, args)
+    result = _simulate(workload_from_export(q), cfg, args)
+    check = prediction_check(q.manifest.get("metrics", {}).get("hw_cost"), result, args)
+    if check is not None:
+        result["hw_cost_check"] = check
+    return result
+
+
+def prediction_check(trained: dict | None, result: dict, args: argparse.Namespace) -> dict | None:
+    """The cost a ``--hw-cost`` training run predicted for this export (its manifest's ``metrics.hw_cost``) against
+    this simulation, when both used the same preset and configuration file; prints one line either way."""
+    if trained is None:
+        return None
+    if trained.get("arch") != args.arch or trained.get("config") != args.config:
+        print(f"trained against --arch {trained.get('arch')} --hw-config {trained.get('config')}: its predicted cost "
+              "is not compared with this configuration")
+        return None
+    sim = {"dram_bytes": result["dram"]["total_bytes"], "energy_pj": result["energy_pj"]["total"],
+           "cycles": result["total_cycles"]}
+    rel = {k: trained["predicted"][k] / sim[k] - 1.0 for k in sim if sim[k]}
+    print("training's prediction (hw/cost.py) vs this simulation: "
+          + ", ".join(f"{k} {100 * v:+.2f}%" for k, v in rel.items()))
+    return {"predicted": trained["predicted"], "simulated": sim, "rel_error": rel}
 
 
 def _simulate(wl, cfg, args: argparse.Namespace) -> dict:

@@ -149,7 +149,8 @@ def export_model(model: torch.nn.Module, graph, out: Path | str, *, provenance: 
                     "test_acc_delta_pt": 100.0 * (acc_int - acc_fake),
                     "prediction_agreement": float((fake.argmax(1) == logits.argmax(1)).mean()),
                     "avg_bits": summary["avg_bits"], "avg_bits_with_sign": summary["avg_bits_with_sign"],
-                    "bits_convention": summary["headline_convention"], "storage": storage},
+                    "bits_convention": summary["headline_convention"], "storage": storage,
+                    **({"hw_cost": summary["hw_cost"]} if "hw_cost" in summary else {})},
     }
     return write_qgraph(out, arrays, meta, overwrite=overwrite)
 

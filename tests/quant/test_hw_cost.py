@@ -117,6 +117,12 @@ def test_training_records_a_prediction_that_the_export_simulates(tmp_path):
     assert pred["dram_bytes"] == pytest.approx(sim["dram"]["total_bytes"], rel=0.01)
     assert pred["energy_pj"] == pytest.approx(sim["energy_pj"]["total"], rel=0.01)
     assert pred["cycles"] == pytest.approx(sim["total_cycles"], rel=0.10)
+    # the export carries the prediction; hw.simulate compares it on the same configuration, not on another
+    from hw.simulate import main as simulate
+
+    check = simulate([str(path), "--out", str(tmp_path)])["hw_cost_check"]
+    assert check["predicted"] == pred and abs(check["rel_error"]["energy_pj"]) < 0.01
+    assert "hw_cost_check" not in simulate([str(path), "--arch", "hygcn", "--out", str(tmp_path)])
 
 
 def test_fp32_fraction_budget():
