@@ -1,0 +1,174 @@
+"""Hardware-aware bits against the memory budget: accuracy against the simulated energy of the export, per target.
+
+    python benchmarks/hw_aware.py [--datasets cora,citeseer,amazon-computers,coauthor-cs] [--targets 1,1.7,2,3,4] \
+        [--seeds 5] [--hw-cost energy] [--epochs N]
+
+Per (dataset, target bits, seed) two GCN runs of ``python -m gnn.train --quant a2q`` with the learned-bits preset:
+the memory budget (A2Q's KB, projected: the preset) and ``--hw-cost <cost>`` (the accelerator's closed form,
+``hw/cost.py``, projected onto the cost of the design at the same target). Each validation-selected model is
+exported (``quant.export``) and simulated on the MEGA preset (``hw.simulate``, bit-exact check on); the hardware run
+also records the cost it predicted. Fronts: mean test accuracy against mean simulated energy per target, one per
+budget, in one plot per dataset (``benchmarks/results/hw_aware_<dataset>.png``).
+
+Goal (issue 36): at equal accuracy (+-0.3 pt) >= 1.2x lower simulated energy on at least two of the four datasets.
+Reported per dataset: the largest energy ratio (memory / hardware-aware) over hardware-aware points whose accuracy a
+memory point reaches within 0.3 pt, and the share of the export's energy that its learned bits can move at all
+(``benchmarks/hw_cost_fidelity.py``'s headroom, here for every run). Writes benchmarks/results/hw_aware.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks._common import RESULTS, machine, mean_std, save_json, table_head, train_and_export
+
+BUDGETS = ("memory", "hardware")
+ACC_TOLERANCE_PT = 0.3
+GOAL_RATIO = 1.2
+
+
+def run_one(dataset: str, target: str, seed: int, budget: str, cost: str, epochs: int | None, work: Path) -> dict:
+    """Train, export and simulate one model; its figures."""
+    from benchmarks.hw_cost_fidelity import headroom
+    from hw.simulate import main as simulate
+    from hw.workload import workload_from_export
+
+    tag = f"{dataset}_{target}_{budget}_s{seed}"
+    args = ["--dataset", dataset, "--model", "gcn", "--quant", "a2q", "--target-bits", target, "--seeds", "1",
+            "--first-seed", str(seed), *(["--hw-cost", cost] if budget == "hardware" else []),
+            *(["--epochs", str(epochs)] if epochs else [])]
+    out, metrics = train_and_export(args, work / tag, work / f"{tag}.qgraph")
+    sim = simulate([str(work / f"{tag}.qgraph"), "--out", str(work / "sim")])
+    if any(c != "bit-exact" for c in sim["functional_check"]):
+        raise RuntimeError(f"{tag}: the simulation is not bit-exact: {sim['functional_check']}")
+    run = out["per_run"][0]
+    row = {"dataset": dataset, "target": float(target), "seed": seed, "budget": budget,
+           "val_acc": 100 * run["val_acc"], "test_acc": 100 * run["test_acc"],
+           "test_acc_integer": 100 * metrics["test_acc_integer"], "avg_bits": metrics["avg_bits"],
+           "energy_uj": float(sim["energy_pj"]["total"]) / 1e6, "dram_bytes": int(sim["dram"]["total_bytes"]),
+           "cycles": float(sim["total_cycles"]),
+           "headroom": headroom(workload_from_export(str(work / f"{tag}.qgraph")))}
+    predicted = (run.get("quant_summary") or {}).get("hw_cost")
+    if predicted is not None:
+        row["predicted"] = predicted["predicted"]
+    return row
+
+
+def fronts(rows: list[dict]) -> dict:
+    """Per dataset and budget: per target the mean +- std of test accuracy and simulated energy."""
+    out: dict = {}
+    for r in rows:
+        out.setdefault(r["dataset"], {}).setdefault(r["budget"], {}).setdefault(r["target"], []).append(r)
+    return {ds: {b: [{"target": t, "runs": len(rs), "test_acc": mean_std([r["test_acc"] for r in rs]),
+                      "energy_uj": mean_std([r["energy_uj"] for r in rs]),
+                      "avg_bits": mean_std([r["avg_bits"] for r in rs])} for t, rs in sorted(per.items())]
+                 for b, per in by.items()} for ds, by in out.items()}
+
+
+def equal_accuracy_gain(front: dict) -> float | None:
+    """Largest (memory energy / hardware-aware energy) over hardware-aware points, the memory energy being the
+    lowest of the memory points within ``ACC_TOLERANCE_PT`` below or above the hardware point's accuracy; None
+    without such a pair."""
+    best = None
+    for h in front.get("hardware", []):
+        near = [m["energy_uj"]["mean"] for m in front.get("memory", [])
+                if m["test_acc"]["mean"] >= h["test_acc"]["mean"] - ACC_TOLERANCE_PT]
+        if near:
+            ratio = min(near) / h["energy_uj"]["mean"]
+            best = ratio if best is None else max(best, ratio)
+    return best
+
+
+def plot(front: dict, dataset: str, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    for budget, marker in zip(BUDGETS, "os", strict=True):
+        pts = front.get(budget, [])
+        if not pts:
+            continue
+        ax.errorbar([p["energy_uj"]["mean"] for p in pts], [p["test_acc"]["mean"] for p in pts],
+                    xerr=[p["energy_uj"]["std"] for p in pts], yerr=[p["test_acc"]["std"] for p in pts],
+                    marker=marker, capsize=3, label=f"{budget} budget")
+        for p in pts:
+            ax.annotate(f"{p['target']:g}", (p["energy_uj"]["mean"], p["test_acc"]["mean"]), fontsize=7)
+    ax.set_xlabel("simulated energy (uJ, MEGA preset)")
+    ax.set_ylabel("test accuracy (%)")
+    ax.set_title(f"{dataset}: A2Q GCN, memory vs hardware-aware budget (labels: target bits)", fontsize=8)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--datasets", default="cora,citeseer,amazon-computers,coauthor-cs")
+    p.add_argument("--targets", default="1,1.7,2,3,4")
+    p.add_argument("--seeds", type=int, default=5)
+    p.add_argument("--hw-cost", default="energy", choices=("dram", "energy", "latency"))
+    p.add_argument("--epochs", type=int, default=0, help="override the preset's epochs (0: preset)")
+    p.add_argument("--out", type=Path, default=RESULTS / "hw_aware.json")
+    args = p.parse_args(argv)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="hw_aware_") as tmp:
+        for ds in filter(None, args.datasets.split(",")):
+            for target in filter(None, args.targets.split(",")):
+                for seed in range(args.seeds):
+                    for budget in BUDGETS:
+                        rows.append(run_one(ds, target, seed, budget, args.hw_cost, args.epochs or None, Path(tmp)))
+                        r = rows[-1]
+                        print(f"{ds} target {target} seed {seed} {budget}: test {r['test_acc']:.2f} energy "
+                              f"{r['energy_uj']:.2f} uJ bits {r['avg_bits']:.2f}", flush=True)
+    fr = fronts(rows)
+    gains = {ds: equal_accuracy_gain(f) for ds, f in fr.items()}
+    for ds, f in fr.items():
+        plot(f, ds, args.out.parent / f"hw_aware_{ds}.png")
+    command = "python benchmarks/hw_aware.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    payload = {"command": command.strip(), "machine": machine(), "hw_cost": args.hw_cost, "rows": rows,
+               "fronts": fr, "equal_accuracy_gain": gains,
+               "goal_met": sum(g is not None and g >= GOAL_RATIO for g in gains.values()) >= 2}
+    save_json(args.out, payload)
+    print("\n".join(render(payload)))
+    return payload
+
+
+def render(res: dict) -> list[str]:
+    out = ["### Hardware-aware bits against the memory budget (issue 36)", "",
+           f"Command: `{res['command']}` (file: `benchmarks/results/hw_aware.json`, plots "
+           "`benchmarks/results/hw_aware_<dataset>.png`). A2Q GCN, learned-bits preset, projected onto the memory "
+           f"budget or onto the accelerator's {res['hw_cost']} at the same target; validation-selected; energy "
+           "simulated on the export (MEGA preset).", ""]
+    out += table_head("dataset", "target", "budget", "runs", "test acc (%)", "energy (uJ)", "avg bits",
+                      "learned bits' energy range")
+    for ds, f in res["fronts"].items():
+        for budget in BUDGETS:
+            for pt in f.get(budget, []):
+                rooms = [r["headroom"] for r in res["rows"]
+                         if r["dataset"] == ds and r["budget"] == budget and r["target"] == pt["target"]]
+                lo = float(np.mean([h["all_1_bit"] for h in rooms]))
+                hi = float(np.mean([h["all_8_bit"] for h in rooms]))
+                acc, en, bits = pt["test_acc"], pt["energy_uj"], pt["avg_bits"]
+                out.append(f"| {ds} | {pt['target']:g} | {budget} | {pt['runs']} | {acc['mean']:.2f} +- "
+                           f"{acc['std']:.2f} | {en['mean']:.2f} +- {en['std']:.2f} | {bits['mean']:.2f} | "
+                           f"{lo:.3f}-{hi:.3f}x |")
+    gains = ", ".join(f"{ds} {g:.3f}x" if g is not None else f"{ds} (no pair)" for ds, g in
+                      res["equal_accuracy_gain"].items())
+    out += ["", f"Energy at equal accuracy (+-{ACC_TOLERANCE_PT} pt), memory / hardware-aware, best pair per "
+            f"dataset: {gains}. Goal (>= {GOAL_RATIO}x on two datasets): "
+            f"{'met' if res['goal_met'] else 'MISSED'}. The last column is the energy of each export with every "
+            "learned row at 1 bit and at 8 bits, relative to its own: no allocation of the learned bits can move "
+            "the energy outside it.", ""]
+    return out
+
+
+if __name__ == "__main__":
+    main()

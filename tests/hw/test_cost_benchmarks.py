@@ -1,0 +1,39 @@
+"""benchmarks/hw_cost_fidelity.py and benchmarks/hw_aware.py: their comparisons, fronts and RESULTS.md sections."""
+
+import json
+
+import pytest
+
+from benchmarks import hw_aware, hw_cost_fidelity
+
+
+def test_fidelity_on_a_degree_rule_workload(tmp_path):
+    """No exports, one small graph: every configuration compared, the goals judged from the rows."""
+    out = tmp_path / "fid.json"
+    res = hw_cost_fidelity.main(["--datasets", "", "--graphs", "sbm-120", "--out", str(out)])
+    assert json.loads(out.read_text())["summary"] == res["summary"]
+    assert {r["config"] for r in res["rows"]} == set(hw_cost_fidelity.configs())
+    worst = max(abs(r["rel_error"]["energy_pj"]) for r in res["rows"])
+    assert res["summary"]["energy_pj"]["max_abs_error"] == worst and res["summary"]["energy_pj"]["met"]
+    text = "\n".join(hw_cost_fidelity.render(res))
+    assert "| dram_16GBs | 1 |" in text and "met" in text
+
+
+def _row(budget, target, seed, acc, energy):
+    return {"dataset": "d", "budget": budget, "target": target, "seed": seed, "test_acc": acc, "energy_uj": energy,
+            "avg_bits": target, "headroom": {"all_1_bit": 0.99, "all_8_bit": 1.01}}
+
+
+def test_equal_accuracy_gain_pairs_points_within_the_tolerance():
+    rows = [_row("memory", 2.0, s, 80.0 + s * 0.1, 100.0) for s in range(2)]
+    rows += [_row("memory", 4.0, s, 82.0, 120.0) for s in range(2)]
+    rows += [_row("hardware", 2.0, s, 79.9, 80.0) for s in range(2)]  # within 0.3 pt of the 2-bit memory point
+    rows += [_row("hardware", 4.0, s, 83.0, 110.0) for s in range(2)]  # more accurate than every memory point
+    fr = hw_aware.fronts(rows)
+    assert [p["runs"] for p in fr["d"]["memory"]] == [2, 2]
+    assert hw_aware.equal_accuracy_gain(fr["d"]) == pytest.approx(100.0 / 80.0)
+    res = {"command": "c", "hw_cost": "energy", "rows": rows, "fronts": fr, "equal_accuracy_gain": {"d": 1.25},
+           "goal_met": False}
+    text = "\n".join(hw_aware.render(res))
+    assert "| d | 2 | hardware | 2 | 79.90 +- 0.00 | 80.00 +- 0.00 | 2.00 | 0.990-1.010x |" in text
+    assert "d 1.250x" in text and "MISSED" in text
