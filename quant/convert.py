@@ -271,7 +271,9 @@ def load_trained(run_dir: Path | str, seed_dir: str | None = None, data_root: st
                                  bits_control=train.get("bits_control", "penalty"),  # runs before it: the penalty
                                  quantize_mlp_hidden=train.get("quantize_mlp_hidden", False),
                                  weight_bits=train.get("weight_bits", QuantConfig.weight_bits),
-                                 xw_bits=train.get("xw_bits", QuantConfig.xw_bits)), graph.data)
+                                 xw_bits=train.get("xw_bits", QuantConfig.xw_bits),
+                                 hw_cost=train.get("hw_cost"), hw_arch=train.get("hw_arch") or QuantConfig.hw_arch,
+                                 hw_config=train.get("hw_config"), hw_budget=train.get("hw_budget")), graph.data)
     _check_recorded_hash(subs[0])
     model.load_state_dict(torch.load(subs[0] / "best.pt", map_location="cpu", weights_only=True))
     model.eval()
