@@ -206,3 +206,35 @@ def layer_engine_cycles(stream, degrees: Sequence[int]) -> int:
     if stream is None or int(np.sum(stream.num_values)) == 0:
         return tail
     return combination_cycles(stream) + 1 + tail
+
+
+def accel_top_read_cycles(beats: int, latency: int) -> int:
+    """Cycles ``accel_top`` spends on one read command of ``beats`` words (``hw/rtl/mem_model.v`` rule: the first
+    beat ``latency`` cycles after the command, then one beat per cycle; bursts are issued ahead so that they
+    stream back to back while ``MAX_OUTSTANDING * BURST_BEATS`` exceeds the latency)."""
+    if beats < 1:
+        raise ValueError("accel_top_read_cycles: need >= 1 beat")
+    return int(latency) + int(beats)
+
+
+def accel_top_layer_cycles(prologue_beats: int, tiles: Sequence[tuple], latency: int) -> dict[str, int]:
+    """Per-phase and total cycles of one layer on ``hw/rtl/accel_top.v`` (one engine, phases in sequence).
+
+    ``prologue_beats``: weight-column beats + 2 (the first tile's header); ``tiles``: per tile ``(body_beats,
+    stream, degrees, out_beats)`` with the tile's Adaptive-Package ``stream`` (None without values), its
+    destination rows' in-degrees and its output words. Load = the 1-beat layer header, the prologue and every
+    tile body (:func:`accel_top_read_cycles`); per tile, the engine runs ``layer_engine_cycles + 1`` cycles (the
+    first cycle presents the first word), split into combination (``combination_cycles + 1``, 0 without values)
+    and aggregation (the rest); writeback = one cycle per output word. Returns ``{"total", "load",
+    "combination", "aggregation", "writeback"}``.
+    """
+    load = accel_top_read_cycles(1, latency) + accel_top_read_cycles(prologue_beats, latency)
+    comb = agg = wb = 0
+    for body, stream, degrees, out_beats in tiles:
+        load += accel_top_read_cycles(body, latency)
+        run = layer_engine_cycles(stream, degrees) + 1
+        has_values = stream is not None and int(np.sum(stream.num_values)) > 0
+        c = combination_cycles(stream) + 1 if has_values else 0
+        comb, agg, wb = comb + c, agg + run - c, wb + int(out_beats)
+    return {"total": load + comb + agg + wb, "load": load, "combination": comb, "aggregation": agg,
+            "writeback": wb}

@@ -112,9 +112,11 @@ def _per_lane(a, shape) -> np.ndarray:
     return np.broadcast_to(np.asarray(a, dtype=np.int64), shape).copy()
 
 
-def cut_tile(layer: QuantizedGCNLayer, x_codes: np.ndarray, graph: tuple, rows) -> Tile:
+def cut_tile(layer: QuantizedGCNLayer, x_codes: np.ndarray, graph: tuple, rows, *, constants=None,
+             trace: dict | None = None) -> Tile:
     """The tile of destination ``rows`` (global IDs) of ``layer`` on ``graph``
-    (:func:`quant.archs.gcn.integer.gcn_graph`).
+    (:func:`quant.archs.gcn.integer.gcn_graph`). ``constants`` / ``trace``: the whole layer's
+    ``layer_constants`` / ``gcn_layer_trace``, when the caller cuts many tiles (computed here otherwise).
 
     Raises ValueError when a constant does not fit the engine's ports (coefficients > 16 bits, bias > 32 bits).
     """
@@ -122,8 +124,8 @@ def cut_tile(layer: QuantizedGCNLayer, x_codes: np.ndarray, graph: tuple, rows) 
     rows = np.asarray(rows, dtype=np.int64)
     if rows.size < 1 or len(set(rows.tolist())) != rows.size:
         raise ValueError("cut_tile: rows must be >= 1 distinct destination nodes")
-    k = layer_constants(layer, graph)
-    trace = gcn_layer_trace(layer, x_codes, graph, constants=k)
+    k = constants if constants is not None else layer_constants(layer, graph)
+    trace = trace if trace is not None else gcn_layer_trace(layer, x_codes, graph, constants=k)
     slots = np.concatenate([np.arange(indptr[r], indptr[r + 1]) for r in rows])
     others = [int(s) for s in dict.fromkeys(indices[slots].tolist()) if s not in set(rows.tolist())]
     nodes = np.r_[rows, np.asarray(others, dtype=np.int64)]

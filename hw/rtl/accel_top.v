@@ -1,0 +1,464 @@
+// Accelerator top: one layer_engine, a controller that walks the tiles of one GCN layer from a memory image, and
+// a 64-bit memory port (AXI4-like read bursts AR/R, ready/valid single-beat writes). hw/rtl/top.py writes the
+// image; README.md ("The accelerator top") gives its layout. Word addresses throughout.
+//
+// Per layer (on `start`, image at `layer_addr`): read the 1-beat layer header; read the prologue (weight columns,
+// written to the engine once per layer, then the first tile's 2-beat header). Per tile, strictly in sequence:
+//   LOAD  read the tile body in bursts of BURST_BEATS (up to MAX_OUTSTANDING in flight): per local node one record
+//         (bitmap row + every per-node constant, written to the engine as its last beat arrives), then the package
+//         boundary records, the package words and the edge beats into on-chip buffers, then the next tile's header;
+//   RUN   stream packages, words and edges from the buffers into the engine with no idle cycle (its cycles are
+//         hw.timing.layer_engine_cycles) and keep its output rows;
+//   WB    write the rows back, OUT_BEATS words per row, to the tile's output address.
+// The engine is reset for one cycle when a tile's body read is issued (XW buffer, counters; weights and constants
+// are memories and stay). An engine error stops the layer: `done` rises with `err`.
+// Cycle counters (valid after `done`): total, load (header + prologue + bodies, memory latency included),
+// combination (RUN until every XW row is written), aggregation (the rest of RUN), writeback; tiles.
+// Cycle count: hw.timing.accel_top_layer_cycles.
+`resetall
+`timescale 1ns / 1ps
+`default_nettype none
+
+module accel_top #(
+    // Output channels (engine lanes). Must be 1..64.
+    parameter LANES           = 4,
+    // Local nodes of a tile (bitmap rows, XW rows). Must be 2..2^NODE_BITS.
+    parameter MAX_NODES       = 16,
+    // Width of local node IDs. Must be 1..16.
+    parameter NODE_BITS       = 4,
+    // Input features of the layer. Must be 2..2^FEAT_BITS.
+    parameter MAX_FEATURES    = 8,
+    // Width of feature indices. Must be 1..12.
+    parameter FEAT_BITS       = 3,
+    // Signed weight width. Must be 2..8.
+    parameter W_BITS          = 4,
+    // Aggregation partial-sum width. Must be 2..32.
+    parameter PSUM_BITS       = 16,
+    // Edge coefficient width. Must be 1..24.
+    parameter COEF_BITS       = 16,
+    // Fractional bits of the edge coefficients. Must be 0..23.
+    parameter FRAC_BITS       = 8,
+    // Destination rows of a tile (output row buffer). Must be 1..2^NODE_BITS.
+    parameter MAX_ROWS        = 16,
+    // Package boundary records of a tile. Must be >= 2.
+    parameter MAX_PKGS        = 64,
+    // Package words of a tile. Must be >= 2.
+    parameter MAX_WORDS       = 128,
+    // Edge beats of a tile (a zero-degree row is one beat). Must be >= 2.
+    parameter MAX_EDGES       = 64,
+    // Word address width of the memory port. Must be 8..32.
+    parameter ADDR_BITS       = 24,
+    // Beats per read burst (hw/dram.py dram_access_bytes / 8). Must be 1..256.
+    parameter BURST_BEATS     = 16,
+    // Read bursts in flight. Must be 1..255.
+    parameter MAX_OUTSTANDING = 16
+) (
+    input  wire                 clk,
+    input  wire                 rst,
+
+    input  wire                 start,
+    input  wire [ADDR_BITS-1:0] layer_addr,
+    output wire                 busy,
+    output reg                  done,
+    output wire                 err,
+    output wire [1:0]           err_code,
+
+    output wire                 m_ar_valid,
+    input  wire                 m_ar_ready,
+    output wire [ADDR_BITS-1:0] m_ar_addr,
+    output wire [7:0]           m_ar_len,     // beats - 1
+    input  wire                 m_r_valid,
+    output wire                 m_r_ready,
+    input  wire [63:0]          m_r_data,
+    /* verilator lint_off UNUSEDSIGNAL */
+    input  wire                 m_r_last,     // bursts are counted by the controller; used for outstanding only
+    /* verilator lint_on UNUSEDSIGNAL */
+    output wire                 m_w_valid,
+    input  wire                 m_w_ready,
+    output wire [ADDR_BITS-1:0] m_w_addr,
+    output wire [63:0]          m_w_data,
+
+    output reg  [31:0]          cnt_total,
+    output reg  [31:0]          cnt_load,
+    output reg  [31:0]          cnt_comb,
+    output reg  [31:0]          cnt_agg,
+    output reg  [31:0]          cnt_wb,
+    output reg  [31:0]          cnt_tiles
+);
+
+    // record layouts (LSB first); hw/rtl/top.py packs the same
+    localparam NODE_REC_W = MAX_FEATURES + LANES * 147 + 8;  // bitmap row + constants (see the slices below)
+    localparam NODE_BEATS = (NODE_REC_W + 63) / 64;
+    localparam REC_W      = NODE_BEATS * 64;
+    localparam W_BEATS    = (LANES * W_BITS + 63) / 64;      // one weight column W[:, k]
+    localparam OUT_BEATS  = (LANES * 32 + 63) / 64;          // one output row
+    localparam PKG_BITS   = $clog2(MAX_PKGS + 1);
+    localparam WORD_BITS  = $clog2(MAX_WORDS + 1);
+    localparam EDGE_BITS  = $clog2(MAX_EDGES + 1);
+    localparam ROW_BITS   = $clog2(MAX_ROWS + 1);
+    localparam OB_BITS    = $clog2(OUT_BEATS + 1);
+    localparam NB_BITS    = $clog2(NODE_BEATS + 1);
+    localparam PKG_IDX    = $clog2(MAX_PKGS);              // buffer addresses
+    localparam WORD_IDX   = $clog2(MAX_WORDS);
+    localparam EDGE_IDX   = $clog2(MAX_EDGES);
+    localparam ROW_IDX    = (MAX_ROWS > 1) ? $clog2(MAX_ROWS) : 1;
+    // slice offsets of a node record
+    localparam O_QM = MAX_FEATURES;
+    localparam O_QS = O_QM + LANES * 31;
+    localparam O_QB = O_QS + LANES * 6;
+    localparam O_AM = O_QB + LANES * 4;
+    localparam O_AS = O_AM + LANES * 31;
+    localparam O_AB = O_AS + LANES * 6;
+    localparam O_BI = O_AB + 4;
+    localparam O_OM = O_BI + LANES * 32;
+    localparam O_OS = O_OM + LANES * 31;
+    localparam O_OB = O_OS + LANES * 6;
+
+    initial begin
+        if (LANES < 1 || LANES > 64 || FEAT_BITS > 12 || MAX_ROWS < 1 || MAX_ROWS > (1 << NODE_BITS) ||
+            MAX_PKGS < 2 || MAX_WORDS < 2 || MAX_EDGES < 2 || ADDR_BITS < 8 || ADDR_BITS > 32 ||
+            BURST_BEATS < 1 || BURST_BEATS > 256 || MAX_OUTSTANDING < 1 || MAX_OUTSTANDING > 255) begin
+            $error("Error: accel_top parameters out of range (instance %m)");
+            $finish;
+        end
+    end
+
+    localparam [2:0] S_IDLE = 3'd0, S_HDR = 3'd1, S_PRO = 3'd2, S_LOAD = 3'd3, S_RUN = 3'd4, S_WB = 3'd5;
+
+    reg [2:0]            state_reg, state_next;
+    reg                  done_next;
+
+    // ---- read DMA: one command (address, beats) at a time, cut into bursts ---------------------------------
+    reg [ADDR_BITS-1:0]  rd_addr_reg;
+    reg [31:0]           rd_left_reg;    // beats not yet requested
+    reg [7:0]            rd_out_reg;     // bursts in flight
+    reg                  cmd;            // issue a read command this cycle (from the FSM)
+    reg [ADDR_BITS-1:0]  cmd_addr;
+    reg [31:0]           cmd_beats;
+    wire [31:0] burst = (rd_left_reg > BURST_BEATS) ? BURST_BEATS : rd_left_reg;
+    assign m_ar_valid = (rd_left_reg != 32'd0) && (rd_out_reg != MAX_OUTSTANDING[7:0]);
+    assign m_ar_addr  = rd_addr_reg;
+    assign m_ar_len   = burst[7:0] - 8'd1;
+    wire ar_fire = m_ar_valid && m_ar_ready;
+    assign m_r_ready = (state_reg == S_HDR) || (state_reg == S_PRO) || (state_reg == S_LOAD);
+    wire r_fire = m_r_valid && m_r_ready;
+
+    // ---- layer and tile configuration -------------------------------------------------------------------------
+    reg [15:0]           num_tiles_reg, num_feat_reg, tile_reg;
+    reg                  agg_en_reg, relu_en_reg, out_en_reg;
+    reg [63:0]           h0_reg, h1_reg;         // current tile header
+    reg [63:0]           n0_reg, n1_reg;         // next tile header (last beats of the body)
+    reg [ADDR_BITS-1:0]  ptr_reg;                // next word of the image to read
+    reg [31:0]           k_reg;                  // beat index inside the current read
+    /* verilator lint_off UNUSEDSIGNAL */
+    wire [15:0] t_nodes = h0_reg[15:0];
+    wire [15:0] t_rows  = h0_reg[31:16];
+    wire [15:0] t_nz    = h0_reg[47:32];
+    wire [15:0] t_pkgs  = h0_reg[63:48];
+    wire [15:0] t_words = h1_reg[15:0];
+    wire [15:0] t_edges = h1_reg[31:16];
+    wire [31:0] t_out   = h1_reg[63:32];
+    /* verilator lint_on UNUSEDSIGNAL */
+    wire [31:0] b_nodes = {16'd0, t_nodes} * NODE_BEATS;
+    wire [31:0] b_pkgs  = b_nodes + {16'd0, t_pkgs};
+    wire [31:0] b_words = b_pkgs + {16'd0, t_words};
+    wire [31:0] b_edges = b_words + {16'd0, t_edges};
+    wire [31:0] pro_beats = {16'd0, num_feat_reg} * W_BEATS + 32'd2;
+
+    // body beats of a tile with header (a0, a1); `more`: a next header follows
+    /* verilator lint_off UNUSEDSIGNAL */
+    function [31:0] body_beats(input [63:0] a0, input [63:0] a1, input more);
+        body_beats = {16'd0, a0[15:0]} * NODE_BEATS + {16'd0, a0[63:48]} + {16'd0, a1[15:0]} + {16'd0, a1[31:16]}
+                     + (more ? 32'd2 : 32'd0);
+    endfunction
+    /* verilator lint_on UNUSEDSIGNAL */
+
+    // ---- records: beats shift in from the top, the last beat completes the record -----------------------------
+    /* verilator lint_off UNUSEDSIGNAL */
+    reg [REC_W-1:0]      rec_reg;                // its low beat is shifted out by the next beat
+    /* verilator lint_on UNUSEDSIGNAL */
+    wire [REC_W-1:0]     rec_full = {m_r_data, rec_reg[REC_W-1:64]};
+    reg [NB_BITS-1:0]    rbeat_reg;              // beats of the current record so far
+    reg [NODE_BITS:0]    node_w_reg;             // node records written
+    reg [FEAT_BITS:0]    wcol_reg;               // weight columns written
+    reg [PKG_BITS-1:0]   pkg_w_reg, pkg_ptr_reg;
+    reg [WORD_BITS-1:0]  word_w_reg, word_ptr_reg;
+    reg [EDGE_BITS-1:0]  edge_w_reg, edge_ptr_reg;
+    reg [ROW_BITS-1:0]   row_reg;                // output rows received
+    reg [ROW_BITS-1:0]   wb_row_reg;
+    reg [OB_BITS-1:0]    wb_beat_reg;
+
+    reg [39:0]           pkg_mem  [0:MAX_PKGS-1];
+    reg [63:0]           word_mem [0:MAX_WORDS-1];
+    reg [48:0]           edge_mem [0:MAX_EDGES-1];
+    reg [OUT_BEATS*64-1:0] out_mem [0:MAX_ROWS-1];
+
+    wire in_pro_w   = (state_reg == S_PRO) && (k_reg < pro_beats - 32'd2);
+    wire in_node    = (state_reg == S_LOAD) && (k_reg < b_nodes);
+    wire w_rec_end  = r_fire && in_pro_w && (rbeat_reg == W_BEATS[NB_BITS-1:0] - 1'b1);
+    wire n_rec_end  = r_fire && in_node && (rbeat_reg == NODE_BEATS[NB_BITS-1:0] - 1'b1);
+
+    // ---- the engine -------------------------------------------------------------------------------------------
+    reg                  eng_rst_reg;
+    wire                 e_pkg_ready, e_word_ready, e_edge_ready, e_m_valid;
+    wire [NODE_BITS:0]   e_xw_rows;
+    wire [LANES*32-1:0]  e_out;
+    /* verilator lint_off UNUSEDSIGNAL */
+    wire [LANES*PSUM_BITS-1:0] e_psum;
+    /* verilator lint_on UNUSEDSIGNAL */
+    wire                 running = (state_reg == S_RUN);
+    wire                 e_pkg_valid  = running && ({{(16-PKG_BITS){1'b0}}, pkg_ptr_reg} < t_pkgs);
+    wire                 e_word_valid = running && ({{(16-WORD_BITS){1'b0}}, word_ptr_reg} < t_words);
+    wire                 e_edge_valid = running && ({{(16-EDGE_BITS){1'b0}}, edge_ptr_reg} < t_edges);
+    /* verilator lint_off UNUSEDSIGNAL */
+    wire [39:0]          pkg_cur  = pkg_mem[pkg_ptr_reg[PKG_IDX-1:0]];    // unused bits: spare field bits
+    wire [48:0]          edge_cur = edge_mem[edge_ptr_reg[EDGE_IDX-1:0]];
+    /* verilator lint_on UNUSEDSIGNAL */
+
+    layer_engine #(.LANES(LANES), .MAX_NODES(MAX_NODES), .NODE_BITS(NODE_BITS), .MAX_FEATURES(MAX_FEATURES),
+                   .FEAT_BITS(FEAT_BITS), .W_BITS(W_BITS), .PSUM_BITS(PSUM_BITS), .COEF_BITS(COEF_BITS),
+                   .FRAC_BITS(FRAC_BITS))
+    u_eng (
+        .clk(clk), .rst(rst || eng_rst_reg),
+        .bm_we(n_rec_end), .bm_addr(node_w_reg[NODE_BITS-1:0]), .bm_row(rec_full[MAX_FEATURES-1:0]),
+        .num_nodes(t_nodes[NODE_BITS:0]),
+        .w_we(w_rec_end), .w_addr(wcol_reg[FEAT_BITS-1:0]), .w_col(rec_full[REC_W-W_BEATS*64 +: LANES*W_BITS]),
+        .q_we(n_rec_end), .q_addr(node_w_reg[NODE_BITS-1:0]),
+        .q_mult(rec_full[O_QM +: LANES*31]), .q_shift(rec_full[O_QS +: LANES*6]), .q_bits(rec_full[O_QB +: LANES*4]),
+        .q_agg_mult(rec_full[O_AM +: LANES*31]), .q_agg_shift(rec_full[O_AS +: LANES*6]),
+        .q_agg_bits(rec_full[O_AB +: 4]), .q_bias(rec_full[O_BI +: LANES*32]),
+        .q_out_mult(rec_full[O_OM +: LANES*31]), .q_out_shift(rec_full[O_OS +: LANES*6]),
+        .q_out_bits(rec_full[O_OB +: 4]),
+        .num_rows(t_nz[NODE_BITS:0]), .agg_en(agg_en_reg), .relu_en(relu_en_reg), .out_en(out_en_reg),
+        .s_pkg_valid(e_pkg_valid), .s_pkg_ready(e_pkg_ready), .s_pkg_first_node(pkg_cur[NODE_BITS-1:0]),
+        .s_pkg_first_value(pkg_cur[16 +: FEAT_BITS]), .s_pkg_num_values(pkg_cur[39:32]),
+        .s_word_valid(e_word_valid), .s_word_ready(e_word_ready), .s_word(word_mem[word_ptr_reg[WORD_IDX-1:0]]),
+        .xw_rows(e_xw_rows),
+        .s_edge_valid(e_edge_valid), .s_edge_ready(e_edge_ready), .s_edge_coef(edge_cur[COEF_BITS-1:0]),
+        .s_edge_src(edge_cur[32 +: NODE_BITS]), .s_edge_last(edge_cur[48]),
+        .m_valid(e_m_valid), .m_ready(running), .m_out(e_out), .m_psum(e_psum),
+        .err(err), .err_code(err_code)
+    );
+
+    wire row_fire  = running && e_m_valid;
+    wire last_row  = row_fire && ({{(16-ROW_BITS){1'b0}}, row_reg} == t_rows - 16'd1);
+    assign m_w_valid = (state_reg == S_WB);
+    reg [ADDR_BITS-1:0]  wb_addr_reg;
+    assign m_w_addr  = wb_addr_reg;
+    wire [OUT_BEATS*64-1:0] wb_row = out_mem[wb_row_reg[ROW_IDX-1:0]];
+    assign m_w_data  = wb_row[wb_beat_reg * 64 +: 64];
+    wire w_fire    = m_w_valid && m_w_ready;
+    wire wb_last   = w_fire && (wb_beat_reg == OUT_BEATS[OB_BITS-1:0] - 1'b1) &&
+                     ({{(16-ROW_BITS){1'b0}}, wb_row_reg} == t_rows - 16'd1);
+    wire more      = (tile_reg + 16'd1 < num_tiles_reg);   // a tile follows the current one
+    wire more2     = (tile_reg + 16'd2 < num_tiles_reg);   // a tile follows the next one
+    assign busy = (state_reg != S_IDLE);
+
+    // ---- controller -------------------------------------------------------------------------------------------
+    always @* begin
+        state_next = state_reg;
+        done_next = done;
+        cmd = 1'b0;
+        cmd_addr = ptr_reg;
+        cmd_beats = 32'd0;
+        case (state_reg)
+            S_IDLE: begin
+                if (start) begin
+                    cmd = 1'b1;
+                    cmd_addr = layer_addr;
+                    cmd_beats = 32'd1;
+                    done_next = 1'b0;
+                    state_next = S_HDR;
+                end
+            end
+            S_HDR: begin
+                if (r_fire) begin
+                    cmd = 1'b1;
+                    cmd_beats = {16'd0, m_r_data[31:16]} * W_BEATS + 32'd2;
+                    state_next = S_PRO;
+                end
+            end
+            S_PRO: begin
+                if (r_fire && k_reg == pro_beats - 32'd1) begin
+                    cmd = 1'b1;
+                    cmd_beats = body_beats(h0_reg, m_r_data, num_tiles_reg > 16'd1);
+                    state_next = S_LOAD;
+                end
+            end
+            S_LOAD: begin
+                if (r_fire && k_reg + 32'd1 == b_edges + (more ? 32'd2 : 32'd0)) begin
+                    state_next = S_RUN;
+                end
+            end
+            S_RUN: begin
+                if (err) begin
+                    done_next = 1'b1;
+                    state_next = S_IDLE;
+                end else if (last_row) begin
+                    state_next = S_WB;
+                end
+            end
+            S_WB: begin
+                if (wb_last) begin
+                    if (more) begin
+                        cmd = 1'b1;
+                        cmd_beats = body_beats(n0_reg, n1_reg, more2);
+                        state_next = S_LOAD;
+                    end else begin
+                        done_next = 1'b1;
+                        state_next = S_IDLE;
+                    end
+                end
+            end
+            default: begin
+                state_next = S_IDLE;
+            end
+        endcase
+    end
+
+    integer i;
+    always @(posedge clk) begin
+        state_reg <= state_next;
+        done <= done_next;
+        eng_rst_reg <= cmd && (state_next == S_LOAD);
+        // DMA
+        if (cmd) begin
+            rd_addr_reg <= cmd_addr;
+            rd_left_reg <= cmd_beats;
+            ptr_reg <= cmd_addr + cmd_beats[ADDR_BITS-1:0];
+            k_reg <= 32'd0;
+        end else begin
+            if (ar_fire) begin
+                rd_addr_reg <= rd_addr_reg + burst[ADDR_BITS-1:0];
+                rd_left_reg <= rd_left_reg - burst;
+            end
+            if (r_fire) begin
+                k_reg <= k_reg + 32'd1;
+            end
+        end
+        rd_out_reg <= rd_out_reg + {7'd0, ar_fire} - {7'd0, m_r_valid && m_r_ready && m_r_last};
+        // records
+        if (r_fire) begin
+            rec_reg <= rec_full;
+            rbeat_reg <= (w_rec_end || n_rec_end) ? {NB_BITS{1'b0}} : rbeat_reg + 1'b1;
+        end
+        if (w_rec_end) begin
+            wcol_reg <= wcol_reg + 1'b1;
+        end
+        if (n_rec_end) begin
+            node_w_reg <= node_w_reg + 1'b1;
+        end
+        case (state_reg)
+            S_HDR: begin
+                if (r_fire) begin
+                    num_tiles_reg <= m_r_data[15:0];
+                    num_feat_reg <= m_r_data[31:16];
+                    agg_en_reg <= m_r_data[32];
+                    relu_en_reg <= m_r_data[33];
+                    out_en_reg <= m_r_data[34];
+                    wcol_reg <= {(FEAT_BITS+1){1'b0}};
+                    rbeat_reg <= {NB_BITS{1'b0}};
+                    tile_reg <= 16'd0;
+                end
+            end
+            S_PRO: begin
+                if (r_fire && k_reg == pro_beats - 32'd2) h0_reg <= m_r_data;
+                if (r_fire && k_reg == pro_beats - 32'd1) h1_reg <= m_r_data;
+            end
+            S_LOAD: begin
+                if (r_fire && !in_node) begin
+                    if (k_reg < b_pkgs) begin
+                        pkg_mem[pkg_w_reg[PKG_IDX-1:0]] <= m_r_data[39:0];
+                        pkg_w_reg <= pkg_w_reg + 1'b1;
+                    end else if (k_reg < b_words) begin
+                        word_mem[word_w_reg[WORD_IDX-1:0]] <= m_r_data;
+                        word_w_reg <= word_w_reg + 1'b1;
+                    end else if (k_reg < b_edges) begin
+                        edge_mem[edge_w_reg[EDGE_IDX-1:0]] <= m_r_data[48:0];
+                        edge_w_reg <= edge_w_reg + 1'b1;
+                    end else if (k_reg == b_edges) begin
+                        n0_reg <= m_r_data;
+                    end else begin
+                        n1_reg <= m_r_data;
+                    end
+                end
+            end
+            S_RUN: begin
+                if (e_pkg_valid && e_pkg_ready) pkg_ptr_reg <= pkg_ptr_reg + 1'b1;
+                if (e_word_valid && e_word_ready) word_ptr_reg <= word_ptr_reg + 1'b1;
+                if (e_edge_valid && e_edge_ready) edge_ptr_reg <= edge_ptr_reg + 1'b1;
+                wb_addr_reg <= t_out[ADDR_BITS-1:0];
+                if (row_fire) begin
+                    out_mem[row_reg[ROW_IDX-1:0]] <= {{(OUT_BEATS*64-LANES*32){1'b0}}, e_out};
+                    row_reg <= row_reg + 1'b1;
+                end
+            end
+            S_WB: begin
+                if (w_fire) begin
+                    wb_addr_reg <= wb_addr_reg + 1'b1;
+                    if (wb_beat_reg == OUT_BEATS[OB_BITS-1:0] - 1'b1) begin
+                        wb_beat_reg <= {OB_BITS{1'b0}};
+                        wb_row_reg <= wb_row_reg + 1'b1;
+                    end else begin
+                        wb_beat_reg <= wb_beat_reg + 1'b1;
+                    end
+                end
+                if (wb_last && more) begin
+                    h0_reg <= n0_reg;
+                    h1_reg <= n1_reg;
+                    tile_reg <= tile_reg + 16'd1;
+                end
+            end
+            default: begin end
+        endcase
+        if (cmd && state_next == S_LOAD) begin  // a tile starts: empty every buffer
+            node_w_reg <= {(NODE_BITS+1){1'b0}};
+            rbeat_reg <= {NB_BITS{1'b0}};
+            pkg_w_reg <= {PKG_BITS{1'b0}};
+            word_w_reg <= {WORD_BITS{1'b0}};
+            edge_w_reg <= {EDGE_BITS{1'b0}};
+            pkg_ptr_reg <= {PKG_BITS{1'b0}};
+            word_ptr_reg <= {WORD_BITS{1'b0}};
+            edge_ptr_reg <= {EDGE_BITS{1'b0}};
+            row_reg <= {ROW_BITS{1'b0}};
+            wb_row_reg <= {ROW_BITS{1'b0}};
+            wb_beat_reg <= {OB_BITS{1'b0}};
+        end
+        // cycle counters
+        if (state_reg == S_IDLE && start) begin
+            cnt_total <= 32'd0;
+            cnt_load <= 32'd0;
+            cnt_comb <= 32'd0;
+            cnt_agg <= 32'd0;
+            cnt_wb <= 32'd0;
+            cnt_tiles <= 32'd0;
+        end else if (state_reg != S_IDLE) begin
+            cnt_total <= cnt_total + 32'd1;
+            if (state_reg == S_HDR || state_reg == S_PRO || state_reg == S_LOAD) cnt_load <= cnt_load + 32'd1;
+            if (running && e_xw_rows != t_nz[NODE_BITS:0]) cnt_comb <= cnt_comb + 32'd1;
+            if (running && e_xw_rows == t_nz[NODE_BITS:0]) cnt_agg <= cnt_agg + 32'd1;
+            if (state_reg == S_WB) cnt_wb <= cnt_wb + 32'd1;
+            if (wb_last) cnt_tiles <= cnt_tiles + 32'd1;
+        end
+        if (rst) begin
+            state_reg <= S_IDLE;
+            done <= 1'b0;
+            eng_rst_reg <= 1'b0;
+            rd_left_reg <= 32'd0;
+            rd_out_reg <= 8'd0;
+            k_reg <= 32'd0;
+            cnt_total <= 32'd0;
+            cnt_load <= 32'd0;
+            cnt_comb <= 32'd0;
+            cnt_agg <= 32'd0;
+            cnt_wb <= 32'd0;
+            cnt_tiles <= 32'd0;
+            for (i = 0; i < MAX_ROWS; i = i + 1) begin
+                out_mem[i] <= {(OUT_BEATS*64){1'b0}};
+            end
+        end
+    end
+
+endmodule
+
+`resetall

@@ -1,0 +1,188 @@
+"""Run the GCN layers of a ``.qgraph`` export on the RTL accelerator top (``hw/rtl/accel_top.v``) and check them.
+
+    python -m hw.rtl.run EXPORT.qgraph [--layers all|0,1] [--sim verilator|icarus] [--out DIR]
+
+Per layer: the memory image from the export's input codes (:mod:`hw.rtl.top`), a cached build, one run to
+``done``, every output code compared bit for bit with the export's ``layer<l>.out`` (the first mismatch named by
+layer, node and feature), the RTL's per-phase cycle counters against :func:`hw.timing.accel_top_layer_cycles`,
+and for reference the end cycle of the layer in the dataflow model (``hw.scheduler``, as ``python -m
+hw.simulate``) on the same config. Prints a table and writes ``DIR/layer<l>.json``. Exit status: 0 all layers
+bit-exact and cycle-exact, 1 a mismatch, 2 bad input (one ``error:`` line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+class UsageError(Exception):
+    """Bad command-line input: one line, exit status 2."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m hw.rtl.run", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("export", help="a quant.export .qgraph of a GCN")
+    p.add_argument("--layers", default="all", help="'all' or comma-separated layer indices (default: all)")
+    p.add_argument("--sim", default=None, choices=("verilator", "icarus"), help="simulator (default: $SIM or "
+                   "verilator)")
+    p.add_argument("--out", default="rtl_run", help="directory for layer<l>.json, the images and logs "
+                   "(default: ./rtl_run)")
+    p.add_argument("--arch", default="mega", help="accelerator preset for the memory timing (default: mega)")
+    p.add_argument("--config", help="TOML file overriding the preset (hw/configs/*.toml)")
+    p.add_argument("--max-nodes", type=int, default=256, help="local nodes per tile (default 256)")
+    p.add_argument("--max-rows", type=int, default=64, help="destination rows per tile (default 64)")
+    p.add_argument("--build-dir", default=None, help="build cache (default: DIR/build)")
+    p.add_argument("--no-model", action="store_true", help="skip the hw.scheduler reference run")
+    return p
+
+
+def _layers(spec: str, count: int) -> list[int]:
+    if spec == "all":
+        return list(range(count))
+    try:
+        chosen = [int(s) for s in spec.split(",") if s.strip()]
+    except ValueError:
+        raise UsageError(f"--layers {spec!r}: give 'all' or comma-separated layer indices") from None
+    bad = [li for li in chosen if not 0 <= li < count]
+    if bad or not chosen:
+        raise UsageError(f"--layers {spec!r}: the export has layers 0..{count - 1}")
+    return chosen
+
+
+def _setup(args):
+    """(export, config, simulator, layers) or UsageError."""
+    from hw.config import ConfigError, load_config, preset
+    from hw.rtl.sim import default_simulator, locate
+    from quant.qgraph import load
+
+    path = Path(args.export)
+    if not path.exists():
+        raise UsageError(f"{path}: no such export")
+    try:
+        q = load(path)
+    except Exception as e:  # noqa: BLE001 - any reader failure is a bad input file: one line
+        raise UsageError(f"{path}: not a readable .qgraph export ({str(e).splitlines()[0] if str(e) else e!r})") \
+            from None
+    if q.arch not in (None, "gcn") or q.is_graph_transformer:
+        raise UsageError(f"{path}: a {q.arch} export; the RTL top runs GCN layers")
+    try:
+        cfg = load_config(args.config, base=args.arch) if args.config else preset(args.arch)
+    except ConfigError as e:
+        raise UsageError(str(e)) from None
+    try:
+        sim = args.sim or default_simulator()
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    exe, why = locate(sim)
+    if exe is None:
+        raise UsageError(f"simulator {sim} is not usable: {why}")
+    if args.max_nodes < 2 or args.max_rows < 1 or args.max_rows > args.max_nodes:
+        raise UsageError("--max-nodes must be >= 2 and --max-rows in 1..max-nodes")
+    return q, cfg, sim, _layers(args.layers, len(q.manifest["layers"]))
+
+
+def scheduler_layer_cycles(q, cfg) -> list[float]:
+    """Per layer, the cycles ``hw.scheduler`` charges on ``cfg`` (end of the layer minus end of the previous one;
+    its layers overlap, so this is the layer's share of the total)."""
+    from hw.scheduler import Simulator
+    from hw.workload import workload_from_export
+
+    sim = Simulator(cfg)
+    sim.run(workload_from_export(q))
+    ends = [float(e) for e in sim.layer_cycles]
+    return [e - (ends[i - 1] if i else 0.0) for i, e in enumerate(ends)]
+
+
+def run_layers(args) -> list[dict]:
+    """Build, run and check every chosen layer; returns the records (also written as ``DIR/layer<l>.json``)."""
+    from hw.rtl.top import LayerMismatch, build_image, check_layer, model_cycles, params_for, simulate_layer
+    from quant.archs.gcn.integer import gcn_graph
+
+    q, cfg, sim, chosen = _setup(args)
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    build_root = Path(args.build_dir).resolve() if args.build_dir else out / "build"
+    model = q.to_quantized_gcn()
+    graph = gcn_graph(np.asarray(q["graph.edge_index"]), model.x_codes.shape[0])
+    sched = None if args.no_model else scheduler_layer_cycles(q, cfg)
+    records = []
+    for li in chosen:
+        layer, x = model.layers[li], np.asarray(q[f"layer{li}.x_codes"])
+        t0 = time.perf_counter()
+        try:
+            img = build_image(layer, x, graph, params_for(layer, x.shape[1], cfg, max_nodes=args.max_nodes,
+                                                          max_rows=args.max_rows))
+        except ValueError as e:
+            raise UsageError(f"layer {li}: {e}") from None
+        image_s = time.perf_counter() - t0
+        want = np.asarray(q[f"layer{li}.out"], dtype=np.int64)
+        check_layer(img.golden, want, li)  # the integer golden model reproduces the export
+        res = simulate_layer(img, sim=sim, build_root=build_root, work_dir=out / f"layer{li}",
+                             log_file=out / f"layer{li}.log")
+        model_c = model_cycles(img)
+        rtl = {"total": res["cnt_total"], "load": res["cnt_load"], "combination": res["cnt_comb"],
+               "aggregation": res["cnt_agg"], "writeback": res["cnt_wb"]}
+        mismatch = None
+        if res["err"]:
+            mismatch = f"layer {li}: the engine stopped with decoder error code {res['err']}"
+        else:
+            try:
+                check_layer(res["out"], want, li)
+            except LayerMismatch as e:
+                mismatch = str(e)
+        rec = {"layer": li, "simulator": sim, "bit_exact": mismatch is None, "mismatch": mismatch,
+               "rtl_cycles": rtl["total"], "model_cycles": model_c["total"],
+               "cycle_exact": rtl == model_c, "rtl_phases": rtl, "model_phases": model_c,
+               "scheduler_cycles": None if sched is None else sched[li], "scheduler_config": cfg.name,
+               "tiles": len(img.tiles), "image_words": len(img.words), "rows": img.num_rows,
+               "sim_cycles_per_s": rtl["total"] / res["run_s"] if res["run_s"] > 0 else None,
+               "run_s": res["run_s"], "wall_s": res["wall_s"], "cached_build": res["cached_build"],
+               "image_s": image_s, "parameters": img.params.verilog()}
+        (out / f"layer{li}.json").write_text(json.dumps(rec, indent=1))
+        records.append(rec)
+    return records
+
+
+def table(records: list[dict]) -> str:
+    head = (f"{'layer':>5} {'bit-exact':>9} {'rtl cycles':>11} {'model':>11} {'diff':>6} {'load':>9} {'comb':>9} "
+            f"{'agg':>8} {'wb':>7} {'tiles':>5} {'cyc/s':>9} {'sched':>10}")
+    lines = [head]
+    for r in records:
+        p = r["rtl_phases"]
+        diff = (r["rtl_cycles"] - r["model_cycles"]) / max(1, r["model_cycles"])
+        sched = f"{r['scheduler_cycles']:.0f}" if r["scheduler_cycles"] is not None else "-"
+        lines.append(f"{r['layer']:>5} {'yes' if r['bit_exact'] else 'NO':>9} {r['rtl_cycles']:>11} "
+                     f"{r['model_cycles']:>11} {diff:>6.1%} {p['load']:>9} {p['combination']:>9} "
+                     f"{p['aggregation']:>8} {p['writeback']:>7} {r['tiles']:>5} {r['sim_cycles_per_s']:>9.0f} "
+                     f"{sched:>10}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        records = run_layers(args)
+    except UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(table(records))
+    print(f"model = hw.timing.accel_top_layer_cycles; sched = hw.scheduler on '{records[0]['scheduler_config']}' "
+          "(a different dataflow, for reference); records in " + str(Path(args.out).resolve()))
+    bad = [r for r in records if not r["bit_exact"]]
+    for r in bad:
+        print(f"MISMATCH {r['mismatch']}")
+    off = [r["layer"] for r in records if not r["cycle_exact"]]
+    if off:
+        print(f"RTL cycles differ from hw.timing.accel_top_layer_cycles on layers {off}")
+    return 1 if bad or off else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
