@@ -1,6 +1,8 @@
 // Simulation top: accel_top + the behavioural mem_model (simulation only). The testbench drives clk, rst, start
 // and layer_addr, waits for `done` and reads the counters; the memory is preloaded with +MEMFILE and the output
 // region is dumped with $writememh on the rising edge after `done` rises (+DUMPFILE, +DUMP_LO, +DUMP_HI).
+// Only the ports are public to VPI (metacomments; hw/rtl/sim.py builds this top without --public-flat-rw, so
+// the simulator need not compute every internal wire on every evaluation).
 `resetall
 `timescale 1ns / 1ps
 `default_nettype none
@@ -28,20 +30,20 @@ module accel_sim #(
     parameter LATENCY         = 100,
     parameter BEAT_INTERVAL   = 1
 ) (
-    input  wire                 clk,
-    input  wire                 rst,
-    input  wire                 start,
-    input  wire [ADDR_BITS-1:0] layer_addr,
-    output wire                 busy,
-    output wire                 done,
-    output wire                 err,
-    output wire [1:0]           err_code,
-    output wire [31:0]          cnt_total,
-    output wire [31:0]          cnt_load,
-    output wire [31:0]          cnt_comb,
-    output wire [31:0]          cnt_agg,
-    output wire [31:0]          cnt_wb,
-    output wire [31:0]          cnt_tiles
+    input  wire                 clk /*verilator public_flat_rw*/,
+    input  wire                 rst /*verilator public_flat_rw*/,
+    input  wire                 start /*verilator public_flat_rw*/,
+    input  wire [ADDR_BITS-1:0] layer_addr /*verilator public_flat_rw*/,
+    output wire                 busy /*verilator public_flat_rw*/,
+    output wire                 done /*verilator public_flat_rw*/,
+    output wire                 err /*verilator public_flat_rw*/,
+    output wire [1:0]           err_code /*verilator public_flat_rw*/,
+    output wire [31:0]          cnt_total /*verilator public_flat_rw*/,
+    output wire [31:0]          cnt_load /*verilator public_flat_rw*/,
+    output wire [31:0]          cnt_comb /*verilator public_flat_rw*/,
+    output wire [31:0]          cnt_agg /*verilator public_flat_rw*/,
+    output wire [31:0]          cnt_wb /*verilator public_flat_rw*/,
+    output wire [31:0]          cnt_tiles /*verilator public_flat_rw*/
 );
 
     wire                 ar_valid, ar_ready, r_valid, r_ready, r_last, w_valid, w_ready;

@@ -5,8 +5,8 @@
 Per layer: the memory image from the export's input codes (:mod:`hw.rtl.top`), a cached build, one run to
 ``done``, every output code compared bit for bit with the export's ``layer<l>.out`` (the first mismatch named by
 layer, node and feature), the RTL's per-phase cycle counters against :func:`hw.timing.accel_top_layer_cycles`,
-and for reference the end cycle of the layer in the dataflow model (``hw.scheduler``, as ``python -m
-hw.simulate``) on the same config. Prints a table and writes ``DIR/layer<l>.json``. Exit status: 0 all layers
+and for reference the cycles of the layer alone in the dataflow model (``hw.scheduler``, as ``python -m
+hw.simulate``) on the same config and on it with the RTL's engine counts (:func:`rtl_matched_config`). Prints a table and writes ``DIR/layer<l>.json``. Exit status: 0 all layers
 bit-exact and cycle-exact, 1 a mismatch, 2 bad input (one ``error:`` line).
 """
 
@@ -88,16 +88,28 @@ def _setup(args):
     return q, cfg, sim, _layers(args.layers, len(q.manifest["layers"]))
 
 
-def scheduler_layer_cycles(q, cfg) -> list[float]:
-    """Per layer, the cycles ``hw.scheduler`` charges on ``cfg`` (end of the layer minus end of the previous one;
-    its layers overlap, so this is the layer's share of the total)."""
+def rtl_matched_config(cfg, lanes: int, max_rows: int, psum_bits: int):
+    """``cfg`` with the RTL top's engine counts: one decoder, one C-PE of ``lanes`` bit-serial engines, one
+    ``lanes``-wide aggregation unit (one edge beat per cycle), ``lanes`` requant units, a 64-bit memory port at
+    one beat per cycle and an aggregation buffer of two ``max_rows``-row tiles (the memory latency is kept)."""
+    from dataclasses import replace
+
+    agg_kib = max(1, -(-2 * max_rows * lanes * psum_bits // 8 // 1024))
+    return replace(cfg, name=f"{cfg.name}_rtl_top", num_comb_tiles=1, num_cpe_per_tile=1, num_bse_per_cpe=lanes,
+                   num_agg_units=lanes, agg_lanes=lanes, num_decoders=1, num_requant_units=lanes,
+                   dram_bandwidth_gbs=8.0 * cfg.clock_ghz, aggregation_buffer_kib=agg_kib)
+
+
+def scheduler_layer(wl, li: int, cfg) -> dict:
+    """``hw.scheduler`` on layer ``li`` of the workload alone: its cycles and busy cycles per stage."""
+    from dataclasses import replace
+
     from hw.scheduler import Simulator
-    from hw.workload import workload_from_export
 
     sim = Simulator(cfg)
-    sim.run(workload_from_export(q))
-    ends = [float(e) for e in sim.layer_cycles]
-    return [e - (ends[i - 1] if i else 0.0) for i, e in enumerate(ends)]
+    total = sim.run(replace(wl, layers=(wl.layers[li],)))
+    return {"config": cfg.name, "cycles": float(total),
+            "busy_cycles": {k: float(v.busy_cycles) for k, v in sim.stats.items() if v.busy_cycles}}
 
 
 def run_layers(args) -> list[dict]:
@@ -111,7 +123,11 @@ def run_layers(args) -> list[dict]:
     build_root = Path(args.build_dir).resolve() if args.build_dir else out / "build"
     model = q.to_quantized_gcn()
     graph = gcn_graph(np.asarray(q["graph.edge_index"]), model.x_codes.shape[0])
-    sched = None if args.no_model else scheduler_layer_cycles(q, cfg)
+    wl = None
+    if not args.no_model:
+        from hw.workload import workload_from_export
+
+        wl = workload_from_export(q)
     records = []
     for li in chosen:
         layer, x = model.layers[li], np.asarray(q[f"layer{li}.x_codes"])
@@ -127,6 +143,10 @@ def run_layers(args) -> list[dict]:
         res = simulate_layer(img, sim=sim, build_root=build_root, work_dir=out / f"layer{li}",
                              log_file=out / f"layer{li}.log")
         model_c = model_cycles(img)
+        sched = matched = None
+        if wl is not None:
+            sched = scheduler_layer(wl, li, cfg)
+            matched = scheduler_layer(wl, li, rtl_matched_config(cfg, img.lanes, args.max_rows, layer.psum_bits))
         rtl = {"total": res["cnt_total"], "load": res["cnt_load"], "combination": res["cnt_comb"],
                "aggregation": res["cnt_agg"], "writeback": res["cnt_wb"]}
         mismatch = None
@@ -140,8 +160,10 @@ def run_layers(args) -> list[dict]:
         rec = {"layer": li, "simulator": sim, "bit_exact": mismatch is None, "mismatch": mismatch,
                "rtl_cycles": rtl["total"], "model_cycles": model_c["total"],
                "cycle_exact": rtl == model_c, "rtl_phases": rtl, "model_phases": model_c,
-               "scheduler_cycles": None if sched is None else sched[li], "scheduler_config": cfg.name,
+               "scheduler_cycles": None if sched is None else sched["cycles"], "scheduler_config": cfg.name,
+               "scheduler": sched, "scheduler_rtl_matched": matched,
                "tiles": len(img.tiles), "image_words": len(img.words), "rows": img.num_rows,
+               "local_nodes": img.local_nodes, "recompute_factor": img.local_nodes / img.num_rows,
                "sim_cycles_per_s": rtl["total"] / res["run_s"] if res["run_s"] > 0 else None,
                "run_s": res["run_s"], "wall_s": res["wall_s"], "cached_build": res["cached_build"],
                "image_s": image_s, "parameters": img.params.verilog()}
@@ -152,16 +174,17 @@ def run_layers(args) -> list[dict]:
 
 def table(records: list[dict]) -> str:
     head = (f"{'layer':>5} {'bit-exact':>9} {'rtl cycles':>11} {'model':>11} {'diff':>6} {'load':>9} {'comb':>9} "
-            f"{'agg':>8} {'wb':>7} {'tiles':>5} {'cyc/s':>9} {'sched':>10}")
+            f"{'agg':>8} {'wb':>7} {'tiles':>5} {'cyc/s':>9} {'sched preset / matched':>22}")
     lines = [head]
     for r in records:
         p = r["rtl_phases"]
         diff = (r["rtl_cycles"] - r["model_cycles"]) / max(1, r["model_cycles"])
-        sched = f"{r['scheduler_cycles']:.0f}" if r["scheduler_cycles"] is not None else "-"
+        m = r["scheduler_rtl_matched"]
+        sched = f"{r['scheduler_cycles']:.0f} / {m['cycles']:.0f}" if m is not None else "-"
         lines.append(f"{r['layer']:>5} {'yes' if r['bit_exact'] else 'NO':>9} {r['rtl_cycles']:>11} "
                      f"{r['model_cycles']:>11} {diff:>6.1%} {p['load']:>9} {p['combination']:>9} "
                      f"{p['aggregation']:>8} {p['writeback']:>7} {r['tiles']:>5} {r['sim_cycles_per_s']:>9.0f} "
-                     f"{sched:>10}")
+                     f"{sched:>22}")
     return "\n".join(lines)
 
 
@@ -173,8 +196,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(table(records))
-    print(f"model = hw.timing.accel_top_layer_cycles; sched = hw.scheduler on '{records[0]['scheduler_config']}' "
-          "(a different dataflow, for reference); records in " + str(Path(args.out).resolve()))
+    print(f"model = hw.timing.accel_top_layer_cycles; sched = hw.scheduler on the layer alone, on preset "
+          f"'{records[0]['scheduler_config']}' / with the RTL's engine counts (its dataflow differs: see "
+          "hw/rtl/README.md); records in " + str(Path(args.out).resolve()))
     bad = [r for r in records if not r["bit_exact"]]
     for r in bad:
         print(f"MISMATCH {r['mismatch']}")

@@ -152,6 +152,7 @@ class LayerImage:
     prologue_beats: int
     tiles: list[tuple] = field(default_factory=list)  # per tile (body_beats, stream, degrees, out_beats)
     golden: np.ndarray | None = None                   # (N, L) gcn_layer_trace "out"
+    local_nodes: int = 0                               # local nodes summed over the tiles (rows + halo)
 
     @property
     def mem_words(self) -> int:
@@ -257,7 +258,8 @@ def build_image(layer, x_codes: np.ndarray, graph: tuple, params: TopParams) -> 
     need = out_base + n * ob
     p = p if p.mem_words >= need else sized(p, need)
     return LayerImage(params=p, words=words, out_base=out_base, num_rows=n, lanes=p.lanes,
-                      prologue_beats=len(prologue) + 2, tiles=tiles, golden=np.asarray(trace["out"], np.int64))
+                      prologue_beats=len(prologue) + 2, tiles=tiles, golden=np.asarray(trace["out"], np.int64),
+                      local_nodes=sum(h[0][0] for h in headers))
 
 
 def model_cycles(img: LayerImage) -> dict[str, int]:

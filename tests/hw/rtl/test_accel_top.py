@@ -1,0 +1,190 @@
+"""hw/rtl/accel_top.v runs whole GCN layers from a memory image: bit-exact with quant.archs.gcn.integer (and the
+export's own outputs) and cycle-exact, per phase, with hw.timing.accel_top_layer_cycles; and the CLI
+``python -m hw.rtl.run`` with its errors.
+
+Fast: random layers of every output-stage configuration (and an all-zero input) on one small build, both layers
+of a tiny GCN export through the CLI. Slow: both layers of a Cora GCN trained and exported in this session.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from workload import random_gcn_layer
+
+from hw.rtl import run as rtl_run
+from hw.rtl.tile import SOURCES as ENGINE_SOURCES
+from hw.rtl.top import (SOURCES, LayerMismatch, build_image, check_layer, model_cycles, params_for, plan_rows,
+                        simulate_layer)
+from hw.timing import accel_top_layer_cycles, layer_engine_cycles
+
+QUANT_TESTS = Path(__file__).resolve().parents[2] / "quant"
+ICARUS_FAST = ("test_accel_top_random_layers", "test_run_cli_tiny_export")
+CONFIGS = [  # xw_scheme, q_aggregate, bias, relu, last layer (as test_layer_engine)
+    ("node", False, True, True, False),
+    ("channel", True, True, False, True),
+    ("node", True, False, True, False),
+    ("channel", False, False, False, True),
+]
+SMALL = {"max_nodes": 16, "max_rows": 8, "max_pkgs": 64, "max_words": 64, "max_edges": 64, "latency": 20}
+
+
+def _random_layer(seed: int, config, n: int = 40):
+    scheme, agg, bias, relu, last = config
+    return random_gcn_layer(seed, n, 12, 5, 60, psum_bits=32, frac_bits=14, xw_scheme=scheme, agg=agg, bias=bias,
+                            relu=relu, last=last)
+
+
+def test_accel_top_lint(lint_rtl, rtl_sources):
+    top = [*ENGINE_SOURCES, "accel_top"]
+    lint_rtl(rtl_sources(*top), "accel_top")
+    lint_rtl(rtl_sources(*top), "accel_top",  # the Cora layer-0 build
+             {"LANES": 64, "MAX_NODES": 256, "NODE_BITS": 8, "MAX_FEATURES": 1433, "FEAT_BITS": 11, "W_BITS": 8,
+              "PSUM_BITS": 32, "FRAC_BITS": 14, "MAX_ROWS": 64, "MAX_PKGS": 2048, "MAX_WORDS": 2048,
+              "MAX_EDGES": 2048, "ADDR_BITS": 22})
+    lint_rtl(rtl_sources(*SOURCES), "accel_sim")
+
+
+def test_plan_rows_covers_every_row_within_the_limits():
+    _, _, graph = _random_layer(0, CONFIGS[0])
+    indptr, indices, _ = graph
+    tiles = plan_rows(graph, 12, 5, 20)
+    np.testing.assert_array_equal(np.concatenate(tiles), np.arange(indptr.shape[0] - 1))
+    for rows in tiles:
+        members = set(rows.tolist()) | set(np.concatenate([indices[indptr[r]:indptr[r + 1]] for r in rows]).tolist())
+        assert len(members) <= 12 and rows.size <= 5
+        assert sum(max(int(indptr[r + 1] - indptr[r]), 1) for r in rows) <= 20
+    with pytest.raises(ValueError, match="local nodes"):
+        plan_rows(graph, 2, 5, 20)
+
+
+def test_top_cycle_formula_pieces():
+    """Reads cost latency + beats; a tile without values costs the engine's aggregation tail + 1 and its words."""
+    deg = [1, 3]
+    got = accel_top_layer_cycles(10, [(50, None, deg, 4)], latency=7)
+    run = layer_engine_cycles(None, deg) + 1
+    assert got == {"total": (7 + 1) + (7 + 10) + (7 + 50) + run + 4, "load": 7 + 1 + 7 + 10 + 7 + 50,
+                   "combination": 0, "aggregation": run, "writeback": 4}
+
+
+def test_image_header_and_golden():
+    layer, x, graph = _random_layer(1, CONFIGS[0])
+    img = build_image(layer, x, graph, params_for(layer, x.shape[1], **SMALL))
+    head = img.words[0]
+    assert head & 0xFFFF == len(img.tiles) and (head >> 16) & 0xFFFF == 12
+    assert (head >> 33) & 1 == 1 and (head >> 34) & 1 == 1  # relu, next-layer codes
+    assert img.prologue_beats == 12 * img.params.w_beats + 2
+    assert sum(t[0] for t in img.tiles) + 1 + img.prologue_beats == len(img.words)
+    assert img.golden.shape == (40, 5)
+
+
+def test_check_layer_names_the_mismatch():
+    want = np.arange(12).reshape(4, 3)
+    check_layer(want.copy(), want, 1)
+    got = want.copy()
+    got[2, 1] += 1
+    with pytest.raises(LayerMismatch, match=r"layer 1, node 2, feature 1: RTL 8, golden 7 \(1 elements differ\)"):
+        check_layer(got, want, 1)
+
+
+def test_accel_top_random_layers(sim, sim_exe, rtl_build_root, tmp_path):
+    """Every output-stage configuration and an all-zero input (no packages): bit-exact, every phase's cycles equal
+    the formula exactly; one build (same widths) for all."""
+    cases = [(10 + i, c, False) for i, c in enumerate(CONFIGS)] + [(20, CONFIGS[0], True)]
+    for seed, config, zero in cases:
+        layer, x, graph = _random_layer(seed, config)
+        if zero:
+            x = np.zeros_like(x)
+        img = build_image(layer, x, graph, params_for(layer, x.shape[1], **SMALL))
+        assert len(img.tiles) >= 5
+        res = simulate_layer(img, sim=sim, build_root=rtl_build_root, work_dir=tmp_path / f"s{seed}",
+                             module_dirs=(Path(__file__).parent,))
+        assert res["err"] == 0
+        check_layer(res["out"], img.golden, 0)
+        want = model_cycles(img)
+        got = {"total": res["cnt_total"], "load": res["cnt_load"], "combination": res["cnt_comb"],
+               "aggregation": res["cnt_agg"], "writeback": res["cnt_wb"]}
+        assert got == want, (seed, config, zero)
+        assert res["cnt_tiles"] == len(img.tiles)
+        if zero:
+            assert want["combination"] == 0
+
+
+# ------------------------------------------------------------------------------------------------------ the CLI
+
+
+def _cli(capsys, *argv) -> tuple[int, str, str]:
+    rc = rtl_run.main([str(a) for a in argv])
+    cap = capsys.readouterr()
+    return rc, cap.out, cap.err
+
+
+def test_run_cli_help(capsys):
+    with pytest.raises(SystemExit) as e:
+        rtl_run.main(["--help"])
+    assert e.value.code == 0
+    assert "python -m hw.rtl.run" in capsys.readouterr().out
+
+
+def test_run_cli_bad_input(capsys, tmp_path, monkeypatch):
+    rc, _, err = _cli(capsys, tmp_path / "missing.qgraph", "--out", tmp_path / "o")
+    assert rc == 2 and err.startswith("error:") and "no such export" in err and err.count("\n") == 1
+    bogus = tmp_path / "bogus.qgraph"
+    bogus.mkdir()
+    rc, _, err = _cli(capsys, bogus, "--out", tmp_path / "o")
+    assert rc == 2 and "not a readable .qgraph export" in err and err.count("\n") == 1
+    with pytest.raises(SystemExit) as e:  # argparse: unknown simulator
+        rtl_run.main([str(bogus), "--sim", "modelsim"])
+    assert e.value.code == 2
+
+
+@pytest.fixture(scope="module")
+def tiny_export(tmp_path_factory):
+    """A degree-aware GCN (24 -> 8 -> 3) on an 80-node random graph, exported (tests/quant/arch_cases.py)."""
+    if str(QUANT_TESTS) not in sys.path:
+        sys.path.insert(0, str(QUANT_TESTS))
+    from arch_cases import export_tiny
+
+    path, _, _ = export_tiny("gcn", tmp_path_factory.mktemp("tiny_export"))
+    return path
+
+
+def test_run_cli_bad_layers_and_missing_simulator(capsys, tmp_path, monkeypatch, tiny_export):
+    rc, _, err = _cli(capsys, tiny_export, "--layers", "7", "--out", tmp_path / "o")
+    assert rc == 2 and "the export has layers 0..1" in err
+    import hw.rtl.sim as rtl_sim
+
+    monkeypatch.setattr(rtl_sim, "locate", lambda sim: (None, f"{sim} is not installed"))
+    rc, _, err = _cli(capsys, tiny_export, "--sim", "icarus", "--out", tmp_path / "o")
+    assert rc == 2 and err == "error: simulator icarus is not usable: icarus is not installed\n"
+
+
+def test_run_cli_tiny_export(sim, sim_exe, rtl_build_root, tmp_path, capsys, tiny_export):
+    """Both layers of an export through the CLI: bit-exact with the export's outputs, cycles == formula."""
+    out = tmp_path / "run"
+    rc, text, _ = _cli(capsys, tiny_export, "--sim", sim, "--out", out, "--build-dir", rtl_build_root,
+                       "--max-nodes", 64, "--max-rows", 16)
+    assert rc == 0, text
+    for li in (0, 1):
+        rec = json.loads((out / f"layer{li}.json").read_text())
+        assert rec["bit_exact"] and rec["cycle_exact"], rec
+        assert rec["rtl_cycles"] == rec["model_cycles"] == rec["rtl_phases"]["total"]
+        assert rec["tiles"] >= 2 and rec["sim_cycles_per_s"] > 0
+    assert "bit-exact" in text.splitlines()[0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("li", [1, 0])
+def test_cora_whole_layer(li, cora_export, verilator_exe, rtl_build_root, tmp_path, capsys):
+    """A whole Cora layer (2708 rows; layer 0: 1433 -> 64, layer 1: 64 -> 7) on Verilator through the CLI."""
+    out = tmp_path / "run"
+    rc, text, _ = _cli(capsys, cora_export.path, "--sim", "verilator", "--layers", li, "--out", out,
+                       "--build-dir", rtl_build_root, "--no-model")
+    rec = json.loads((out / f"layer{li}.json").read_text())
+    assert rc == 0, text
+    assert rec["bit_exact"] and rec["rows"] == 2708
+    assert rec["rtl_phases"] == rec["model_phases"]
