@@ -5,7 +5,8 @@
 // Per layer (on `start`, image at `layer_addr`): read the 1-beat layer header; read the prologue (weight columns,
 // written to the engine once per layer, then the first tile's 2-beat header). Per tile, strictly in sequence:
 //   LOAD  read the tile body in bursts of BURST_BEATS (up to MAX_OUTSTANDING in flight): per local node one record
-//         (bitmap row + every per-node constant, written to the engine as its last beat arrives), then the package
+//         (bitmap row + XW constants, and for destination rows the output-stage constants; written to the engine
+//         as its last beat arrives), then the package
 //         boundary records, the package words and the edge beats into on-chip buffers, then the next tile's header;
 //   RUN   stream packages, words and edges from the buffers into the engine with no idle cycle (its cycles are
 //         hw.timing.layer_engine_cycles) and keep its output rows;
@@ -87,9 +88,12 @@ module accel_top #(
 );
 
     // record layouts (LSB first); hw/rtl/top.py packs the same
-    localparam NODE_REC_W = MAX_FEATURES + LANES * 147 + 8;  // bitmap row + constants (see the slices below)
+    localparam NODE_REC_W = MAX_FEATURES + LANES * 147 + 8;  // row: bitmap row + constants (slices below)
     localparam NODE_BEATS = (NODE_REC_W + 63) / 64;
+    localparam HALO_REC_W = MAX_FEATURES + LANES * 41;       // halo node: bitmap row + XW requant constants
+    localparam HALO_BEATS = (HALO_REC_W + 63) / 64;
     localparam REC_W      = NODE_BEATS * 64;
+    localparam HOFF       = REC_W - HALO_BEATS * 64;         // where a halo record lands after its last beat
     localparam W_BEATS    = (LANES * W_BITS + 63) / 64;      // one weight column W[:, k]
     localparam OUT_BEATS  = (LANES * 32 + 63) / 64;          // one output row
     localparam PKG_BITS   = $clog2(MAX_PKGS + 1);
@@ -159,7 +163,7 @@ module accel_top #(
     wire [15:0] t_edges = h1_reg[31:16];
     wire [31:0] t_out   = h1_reg[63:32];
     /* verilator lint_on UNUSEDSIGNAL */
-    wire [31:0] b_nodes = {16'd0, t_nodes} * NODE_BEATS;
+    wire [31:0] b_nodes = {16'd0, t_rows} * NODE_BEATS + {16'd0, t_nodes - t_rows} * HALO_BEATS;
     wire [31:0] b_pkgs  = b_nodes + {16'd0, t_pkgs};
     wire [31:0] b_words = b_pkgs + {16'd0, t_words};
     wire [31:0] b_edges = b_words + {16'd0, t_edges};
@@ -168,8 +172,8 @@ module accel_top #(
     // body beats of a tile with header (a0, a1); `more`: a next header follows
     /* verilator lint_off UNUSEDSIGNAL */
     function [31:0] body_beats(input [63:0] a0, input [63:0] a1, input more);
-        body_beats = {16'd0, a0[15:0]} * NODE_BEATS + {16'd0, a0[63:48]} + {16'd0, a1[15:0]} + {16'd0, a1[31:16]}
-                     + (more ? 32'd2 : 32'd0);
+        body_beats = {16'd0, a0[31:16]} * NODE_BEATS + {16'd0, a0[15:0] - a0[31:16]} * HALO_BEATS
+                     + {16'd0, a0[63:48]} + {16'd0, a1[15:0]} + {16'd0, a1[31:16]} + (more ? 32'd2 : 32'd0);
     endfunction
     /* verilator lint_on UNUSEDSIGNAL */
 
@@ -196,7 +200,13 @@ module accel_top #(
     wire in_pro_w   = (state_reg == S_PRO) && (k_reg < pro_beats - 32'd2);
     wire in_node    = (state_reg == S_LOAD) && (k_reg < b_nodes);
     wire w_rec_end  = r_fire && in_pro_w && (rbeat_reg == W_BEATS[NB_BITS-1:0] - 1'b1);
-    wire n_rec_end  = r_fire && in_node && (rbeat_reg == NODE_BEATS[NB_BITS-1:0] - 1'b1);
+    wire is_row     = ({{(15-NODE_BITS){1'b0}}, node_w_reg} < t_rows);  // the node being loaded is a row
+    wire n_rec_end  = r_fire && in_node && (rbeat_reg == (is_row ? NODE_BEATS[NB_BITS-1:0] : HALO_BEATS[NB_BITS-1:0])
+                      - 1'b1);
+    // bitmap row and XW constants: at 0 in a row's record, at HOFF in a halo record; a halo node's output-stage
+    // constants are left undefined (the engine reads them only for rows)
+    wire [MAX_FEATURES+LANES*41-1:0] n_head = is_row ? rec_full[MAX_FEATURES+LANES*41-1:0]
+                                                     : rec_full[HOFF +: MAX_FEATURES+LANES*41];
 
     // ---- the engine -------------------------------------------------------------------------------------------
     reg                  eng_rst_reg;
@@ -220,11 +230,11 @@ module accel_top #(
                    .FRAC_BITS(FRAC_BITS))
     u_eng (
         .clk(clk), .rst(rst || eng_rst_reg),
-        .bm_we(n_rec_end), .bm_addr(node_w_reg[NODE_BITS-1:0]), .bm_row(rec_full[MAX_FEATURES-1:0]),
+        .bm_we(n_rec_end), .bm_addr(node_w_reg[NODE_BITS-1:0]), .bm_row(n_head[MAX_FEATURES-1:0]),
         .num_nodes(t_nodes[NODE_BITS:0]),
         .w_we(w_rec_end), .w_addr(wcol_reg[FEAT_BITS-1:0]), .w_col(rec_full[REC_W-W_BEATS*64 +: LANES*W_BITS]),
         .q_we(n_rec_end), .q_addr(node_w_reg[NODE_BITS-1:0]),
-        .q_mult(rec_full[O_QM +: LANES*31]), .q_shift(rec_full[O_QS +: LANES*6]), .q_bits(rec_full[O_QB +: LANES*4]),
+        .q_mult(n_head[O_QM +: LANES*31]), .q_shift(n_head[O_QS +: LANES*6]), .q_bits(n_head[O_QB +: LANES*4]),
         .q_agg_mult(rec_full[O_AM +: LANES*31]), .q_agg_shift(rec_full[O_AS +: LANES*6]),
         .q_agg_bits(rec_full[O_AB +: 4]), .q_bias(rec_full[O_BI +: LANES*32]),
         .q_out_mult(rec_full[O_OM +: LANES*31]), .q_out_shift(rec_full[O_OS +: LANES*6]),

@@ -9,8 +9,8 @@ image that the controller walks (64-bit words, word addresses, LSB-first fields)
 * the prologue: F_in weight columns (``W[:, k]``, ``W_BITS`` per lane, ``w_beats`` words each), then tile 0's
   header (2 words: ``nodes | rows << 16 | nz_rows << 32 | packages << 48``, ``words | edge_beats << 16 |
   out_addr << 32``);
-* per tile, its body: one record per local node (``node_beats`` words: bitmap row, xw mult / shift / bits, then
-  for destination rows the output-stage constants, zero for the halo), the package boundary records
+* per tile, its body: one record per local node (bitmap row, xw mult / shift / bits, then for destination rows
+  the output-stage constants: ``node_beats`` words for a row, ``halo_beats`` for a halo node), the package boundary records
   (``first_node | first_value << 16 | num_values << 32``), the package words, the edge beats (``coef |
   src << 32 | last << 48``; a zero-degree row is one beat with coefficient 0), then the next tile's header;
 * the output region: row ``r`` of the layer at ``out_base + r * out_beats`` (32 bits per lane).
@@ -83,6 +83,11 @@ class TopParams:
     @property
     def node_beats(self) -> int:
         return -(-(self.max_features + self.lanes * CONST_BITS_PER_LANE + 8) // WORD_BITS)
+
+    @property
+    def halo_beats(self) -> int:
+        """Words of a halo node's record (bitmap row + XW requant constants)."""
+        return -(-(self.max_features + self.lanes * 41) // WORD_BITS)
 
     @property
     def w_beats(self) -> int:
@@ -177,14 +182,15 @@ def _node_record(p: TopParams, tile: Tile, bitmap_row: int, i: int) -> int:
     put(pack_lanes(tile.xw_mult[i], 31), lanes * 31)
     put(pack_lanes(tile.xw_shift[i], 6), lanes * 6)
     put(pack_lanes(tile.xw_bits[i], 4), lanes * 4)
-    row = i < tile.num_rows
-    put(pack_lanes(tile.agg_mult[i], 31) if row else 0, lanes * 31)
-    put(pack_lanes(tile.agg_shift[i], 6) if row else 0, lanes * 6)
-    put(int(tile.agg_bits[i]) if row else 0, 4)
-    put(pack_lanes(tile.bias[i], 32) if row else 0, lanes * 32)
-    put(pack_lanes(tile.out_mult[i], 31) if row else 0, lanes * 31)
-    put(pack_lanes(tile.out_shift[i], 6) if row else 0, lanes * 6)
-    put(int(tile.out_bits[i]) if row else 0, 4)
+    if i >= tile.num_rows:  # a halo node: no output-stage constants
+        return rec
+    put(pack_lanes(tile.agg_mult[i], 31), lanes * 31)
+    put(pack_lanes(tile.agg_shift[i], 6), lanes * 6)
+    put(int(tile.agg_bits[i]), 4)
+    put(pack_lanes(tile.bias[i], 32), lanes * 32)
+    put(pack_lanes(tile.out_mult[i], 31), lanes * 31)
+    put(pack_lanes(tile.out_shift[i], 6), lanes * 6)
+    put(int(tile.out_bits[i]), 4)
     return rec
 
 
@@ -195,7 +201,7 @@ def _tile_body(p: TopParams, tile: Tile) -> tuple[list[int], tuple, object]:
     body = []
     for i in range(n):
         bm = int.from_bytes(stream.bitmap[i].tobytes(), "little") if stream is not None else 0
-        body += _beats(_node_record(p, tile, bm, i), p.node_beats)
+        body += _beats(_node_record(p, tile, bm, i), p.node_beats if i < tile.num_rows else p.halo_beats)
     npk = nw = 0
     if stream is not None:
         npk, nw = int(stream.num_packages), int(stream.words.shape[0])
