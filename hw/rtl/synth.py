@@ -34,6 +34,14 @@ MODULES: dict[str, tuple[list[str], list[dict[str, int]]]] = {
     "layer_engine": (["bse.v", "cpe.v", "requant.v", "aggregation_unit.v", "ap_decoder.v", "output_stage.v",
                       "layer_engine.v"], [{"LANES": 1, "MAX_NODES": 8, "NODE_BITS": 3, "MAX_FEATURES": 8,
                                            "FEAT_BITS": 3}]),
+    # the whole-layer top (controller + engine + tile buffers); memories as flip-flops, so only small tiles
+    "accel_top": (["bse.v", "cpe.v", "requant.v", "aggregation_unit.v", "ap_decoder.v", "output_stage.v",
+                   "layer_engine.v", "accel_top.v"],
+                  # (chparam elaborates after each parameter: MAX_ROWS before NODE_BITS keeps every step legal)
+                  [{"LANES": 1, "MAX_ROWS": 4, "MAX_NODES": 8, "NODE_BITS": 3, "MAX_FEATURES": 8, "FEAT_BITS": 3,
+                    "MAX_PKGS": 8, "MAX_WORDS": 8, "MAX_EDGES": 16, "ADDR_BITS": 16},
+                   {"LANES": 2, "MAX_ROWS": 8, "MAX_NODES": 16, "NODE_BITS": 4, "MAX_FEATURES": 16, "FEAT_BITS": 4,
+                    "MAX_PKGS": 16, "MAX_WORDS": 16, "MAX_EDGES": 32, "ADDR_BITS": 20}]),
 }
 # rough NAND2-equivalents of Yosys's generic cells (relative weights only)
 GATE_EQUIVALENTS = {"NOT": 0.67, "BUF": 0.67, "NAND": 1.0, "NOR": 1.0, "AND": 1.33, "OR": 1.33, "ANDNOT": 1.33,

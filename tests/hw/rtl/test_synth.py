@@ -50,3 +50,13 @@ def test_synth_bse_with_yosys():
     assert r["cells"] == sum(r["cell_types"].values()) > 0
     assert any("DFF" in k for k in r["cell_types"]), "a registered unit must have flip-flops"
     assert r["rel_area"] > r["cells"] * 0.6
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("yosys") is None, reason="yosys is not on PATH (apt install yosys)")
+def test_synth_accel_top_with_yosys():
+    """The whole-layer top synthesizes (smallest configuration of MODULES)."""
+    files, configs = MODULES["accel_top"]
+    r = synth_one(shutil.which("yosys"), "accel_top", files, configs[0], timeout=1800)
+    assert "error" not in r, r.get("error")
+    assert r["cells"] > 1000 and any("DFF" in k for k in r["cell_types"])
