@@ -100,6 +100,18 @@ def rtl_matched_config(cfg, lanes: int, max_rows: int, psum_bits: int):
                    dram_bandwidth_gbs=8.0 * cfg.clock_ghz, aggregation_buffer_kib=agg_kib)
 
 
+def one_pass_combination(layer, x: np.ndarray) -> dict:
+    """The engine's combination cycles over the whole layer input as one stream (every node once, no halo
+    recompute: :func:`hw.timing.combination_cycles`) against the bit work that ``hw.scheduler`` charges
+    (``bitserial_cycles``: the sum of the bits of the non-zero input codes)."""
+    from hw.timing import combination_cycles
+    from quant.formats.adaptive_package import encode
+
+    bits = np.asarray(layer.x_bits)
+    work = int(((x != 0) * bits[:, None]).sum())
+    return {"bit_work": work, "combination_cycles": combination_cycles(encode(x, bits)) if work else 0}
+
+
 def scheduler_layer(wl, li: int, cfg) -> dict:
     """``hw.scheduler`` on layer ``li`` of the workload alone: its cycles and busy cycles per stage."""
     from dataclasses import replace
@@ -162,6 +174,7 @@ def run_layers(args) -> list[dict]:
                "cycle_exact": rtl == model_c, "rtl_phases": rtl, "model_phases": model_c,
                "scheduler_cycles": None if sched is None else sched["cycles"], "scheduler_config": cfg.name,
                "scheduler": sched, "scheduler_rtl_matched": matched,
+               "one_pass": None if args.no_model else one_pass_combination(layer, x),
                "tiles": len(img.tiles), "image_words": len(img.words), "rows": img.num_rows,
                "local_nodes": img.local_nodes, "recompute_factor": img.local_nodes / img.num_rows,
                "sim_cycles_per_s": rtl["total"] / res["run_s"] if res["run_s"] > 0 else None,

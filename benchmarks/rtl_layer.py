@@ -1,0 +1,88 @@
+"""Whole GCN layers on the RTL accelerator top: bit-exactness, RTL vs model cycles, simulator speed, build time.
+
+``python benchmarks/rtl_layer.py [--export PATH ...] [--sims verilator icarus] [--icarus-layers 1]`` writes
+``benchmarks/results/rtl_layer.json``: per export, simulator and layer, the record of ``python -m hw.rtl.run``
+(``bit_exact``, ``rtl_cycles``, ``model_cycles`` = ``hw.timing.accel_top_layer_cycles``, per-phase cycles, the
+``hw.scheduler`` cycles of the layer on the mega preset for reference, ``sim_cycles_per_s`` = RTL cycles / wall
+seconds from ``start`` to ``done``), plus ``first_run_s`` (an empty build cache: build + run) and ``build_s``
+(``first_run_s`` minus the wall time of a second, cached run). Without ``--export`` a Cora GCN is A2Q-quantized
+for 2 epochs and exported first (the project's pipeline steps, as ``benchmarks/rtl_sim.py``; ``--datasets cora
+citeseer`` for more).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from benchmarks._common import machine
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _export(dataset: str, tmp: Path) -> Path:
+    from pipeline.quantize import export_for_accelerator, train_quantized
+
+    train_quantized(dataset, "gcn", 1, tmp / f"a2q_{dataset}", epochs=2)
+    return export_for_accelerator(tmp / f"a2q_{dataset}", tmp / f"{dataset}_gcn.qgraph", model="gcn")
+
+
+def _run(export: Path, sim: str, layer: int, out: Path, build: Path) -> dict:
+    from hw.rtl.run import _parser, run_layers
+
+    args = _parser().parse_args([str(export), "--sim", sim, "--layers", str(layer), "--out", str(out),
+                                 "--build-dir", str(build)])
+    return run_layers(args)[0]
+
+
+def main(argv: list[str] | None = None) -> Path:
+    from hw.rtl.sim import locate
+    from quant.qgraph import load
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--export", nargs="*", help="quant.export .qgraph files of GCNs (default: make them)")
+    parser.add_argument("--datasets", nargs="*", default=["cora"],
+                        help="without --export: data sets to A2Q-train (2 epochs) and export (default: cora)")
+    parser.add_argument("--sims", nargs="*", default=["verilator", "icarus"])
+    parser.add_argument("--icarus-layers", default="1",
+                        help="layers Icarus runs ('all' or indices; default 1: layer 0 of Cora takes hours there)")
+    parser.add_argument("--out", default=str(RESULTS / "rtl_layer.json"))
+    args = parser.parse_args(argv)
+    tmp = Path(tempfile.mkdtemp(prefix="rtl_layer_"))
+    exports = [Path(e) for e in args.export] if args.export else [_export(d, tmp / "pipeline") for d in args.datasets]
+    out = {"command": "python benchmarks/rtl_layer.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+           "machine": machine(), "records": [], "unavailable": {}}
+    for export in exports:
+        q = load(export)
+        layers = range(len(q.manifest["layers"]))
+        for sim in args.sims:
+            exe, why = locate(sim)
+            if exe is None:
+                out["unavailable"][sim] = why
+                print(f"{sim}: skipped ({why})")
+                continue
+            chosen = layers if sim != "icarus" or args.icarus_layers == "all" else \
+                [int(v) for v in args.icarus_layers.split(",")]
+            for li in chosen:
+                build = tmp / f"build_{export.stem}_{sim}_{li}"
+                first = _run(export, sim, li, tmp / f"{export.stem}_{sim}_{li}_a", build)
+                rec = _run(export, sim, li, tmp / f"{export.stem}_{sim}_{li}_b", build)
+                prov = q.manifest.get("provenance") or {}
+                rec.update({"export": export.name, "export_checkpoint_sha256": prov.get("checkpoint_sha256"),
+                            "first_run_s": first["wall_s"], "build_s": first["wall_s"] - rec["wall_s"],
+                            "first_run_bit_exact": first["bit_exact"], "first_run_cycles": first["rtl_cycles"]})
+                out["records"].append(rec)
+                print(f"{export.name} layer {li} {sim}: bit-exact {rec['bit_exact']}, RTL {rec['rtl_cycles']} vs "
+                      f"model {rec['model_cycles']} cycles (scheduler {rec['scheduler_cycles']:.0f}), "
+                      f"{rec['sim_cycles_per_s']:.0f} cycles/s, build {rec['build_s']:.1f} s")
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=1))
+    print(f"wrote {args.out}")
+    return Path(args.out)
+
+
+if __name__ == "__main__":
+    main()
