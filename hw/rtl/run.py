@@ -151,7 +151,10 @@ def run_layers(args) -> list[dict]:
             raise UsageError(f"layer {li}: {e}") from None
         image_s = time.perf_counter() - t0
         want = np.asarray(q[f"layer{li}.out"], dtype=np.int64)
-        check_layer(img.golden, want, li)  # the integer golden model reproduces the export
+        try:  # the integer golden model must reproduce the export before the RTL is compared with it
+            check_layer(img.golden, want, li)
+        except LayerMismatch as e:
+            raise LayerMismatch(f"{e} (golden model vs the export's layer{li}.out, before any simulation)") from None
         res = simulate_layer(img, sim=sim, build_root=build_root, work_dir=out / f"layer{li}",
                              log_file=out / f"layer{li}.log")
         model_c = model_cycles(img)
@@ -202,12 +205,17 @@ def table(records: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from hw.rtl.top import LayerMismatch
+
     args = _parser().parse_args(argv)
     try:
         records = run_layers(args)
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except LayerMismatch as e:
+        print(f"MISMATCH {e}")
+        return 1
     print(table(records))
     print(f"model = hw.timing.accel_top_layer_cycles; sched = hw.scheduler on the layer alone, on preset "
           f"'{records[0]['scheduler_config']}' / with the RTL's engine counts (its dataflow differs: see "

@@ -23,7 +23,7 @@ from hw.rtl.top import (SOURCES, LayerMismatch, build_image, check_layer, model_
 from hw.timing import accel_top_layer_cycles, layer_engine_cycles
 
 QUANT_TESTS = Path(__file__).resolve().parents[2] / "quant"
-ICARUS_FAST = ("test_accel_top_random_layers", "test_run_cli_tiny_export")
+ICARUS_FAST = ("test_accel_top_random_layers", "test_run_cli_tiny_export", "test_run_cli_names_a_mismatch")
 CONFIGS = [  # xw_scheme, q_aggregate, bias, relu, last layer (as test_layer_engine)
     ("node", False, True, True, False),
     ("channel", True, True, False, True),
@@ -161,6 +161,21 @@ def test_run_cli_bad_layers_and_missing_simulator(capsys, tmp_path, monkeypatch,
     monkeypatch.setattr(rtl_sim, "locate", lambda sim: (None, f"{sim} is not installed"))
     rc, _, err = _cli(capsys, tiny_export, "--sim", "icarus", "--out", tmp_path / "o")
     assert rc == 2 and err == "error: simulator icarus is not usable: icarus is not installed\n"
+
+
+def test_run_cli_names_a_mismatch(capsys, tmp_path, tiny_export, sim, sim_exe):
+    """An export whose outputs differ from the integer model in one element: exit 1, layer / node / feature named."""
+    from arch_cases import rewrite
+    from quant.qgraph import load
+
+    def edit(arrays):
+        arrays["layer1.out"][5, 2] += 1
+
+    bad = rewrite(load(tiny_export), tmp_path / "bad.qgraph", edit)
+    rc, text, _ = _cli(capsys, bad, "--sim", sim, "--layers", "1", "--out", tmp_path / "o", "--no-model")
+    assert rc == 1
+    assert text.startswith("MISMATCH layer 1, node 5, feature 2: RTL ")
+    assert "(1 elements differ)" in text
 
 
 def test_run_cli_tiny_export(sim, sim_exe, rtl_build_root, tmp_path, capsys, tiny_export):
