@@ -86,3 +86,30 @@ def main(argv: list[str] | None = None) -> Path:
 
 if __name__ == "__main__":
     main()
+
+
+def render(res: dict) -> list[str]:
+    """RESULTS.md section: per export, layer and simulator, bit-exactness, RTL vs its model and vs the cycle model."""
+    from benchmarks._common import table_head
+
+    out = ["### Whole layers on the RTL accelerator top (issue 37)", "",
+           f"Command: `{res['command']}` (file: `benchmarks/results/rtl_layer.json`). `hw/rtl/accel_top.v` runs each "
+           "layer of the export from a memory image; outputs checked bit for bit against the export. `model` = "
+           "`hw.timing.accel_top_layer_cycles` (this top's dataflow: per tile load, run, write back, in sequence); "
+           "`cycle model` = `hw.scheduler` on the layer alone, MEGA preset and with the top's engine counts "
+           "(`mega_rtl_top`).", ""]
+    out += table_head("export", "layer", "simulator", "bit-exact", "RTL cycles", "RTL / model", "cycle model (mega)",
+                      "cycle model (top's engines)", "RTL / top's-engine model", "aggregation RTL / model",
+                      "simulated cycles/s", "build (s)")
+    for r in res["records"]:
+        agg = r["scheduler_rtl_matched"].get("busy_cycles", {}).get("aggregation")
+        out.append(f"| {Path(r['export']).name} | {r['layer']} | {r['simulator']} | {r['bit_exact']} | "
+                   f"{r['rtl_cycles']} | {r['rtl_cycles'] / r['model_cycles']:.4f} | {r['scheduler_cycles']:.0f} | "
+                   f"{r['scheduler_rtl_matched']['cycles']:.0f} | "
+                   f"{r['rtl_cycles'] / r['scheduler_rtl_matched']['cycles']:.2f}x | "
+                   f"{r['rtl_phases']['aggregation'] / agg if agg else float('nan'):.3f} | "
+                   f"{r['sim_cycles_per_s']:.0f} | {r.get('build_s') or 0:.1f} |")
+    out += ["", "The top recomputes each tile's halo XW rows and loads every tile's constants without overlapping "
+            "load and compute; the cycle model charges Condense-Edge gathers and overlapped stages, hence the gap "
+            "(docs: hw/rtl/README.md).", ""]
+    return out
