@@ -119,9 +119,7 @@ def main(argv: list[str] | None = None) -> dict:
     for g in filter(None, args.graphs.split(",")):
         rows += compare(workload_from_graph(g), g, "degree-rule")
         print(f"{g} (degree rule) done", flush=True)
-    summary = {k: {"max_abs_error": max(abs(r["rel_error"][k]) for r in rows),
-                   "mean_abs_error": float(np.mean([abs(r["rel_error"][k]) for r in rows])),
-                   "goal": GOALS[k], "met": max(abs(r["rel_error"][k]) for r in rows) <= GOALS[k]} for k in METRICS}
+    summary = summarize(rows)
     speed = float(np.median([r["simulation_s"] / r["closed_form_s"] for r in rows]))
     command = "python benchmarks/hw_cost_fidelity.py " + " ".join(argv if argv is not None else sys.argv[1:])
     payload = {"command": command.strip(), "machine": machine(), "rows": rows, "summary": summary,
@@ -129,6 +127,19 @@ def main(argv: list[str] | None = None) -> dict:
     save_json(args.out, payload)
     print("\n".join(render(payload)))
     return payload
+
+
+def summarize(rows: list[dict]) -> dict:
+    """Per scope (``exports``: the goal's, trained exports; ``all``: with the degree-rule workloads) and metric:
+    the largest and mean absolute relative error, and whether the goal holds."""
+    out = {}
+    for scope, mine in (("exports", [r for r in rows if r["source"] == "export"]), ("all", rows)):
+        if mine:
+            out[scope] = {k: {"max_abs_error": max(abs(r["rel_error"][k]) for r in mine),
+                              "mean_abs_error": float(np.mean([abs(r["rel_error"][k]) for r in mine])),
+                              "goal": GOALS[k], "met": max(abs(r["rel_error"][k]) for r in mine) <= GOALS[k]}
+                          for k in METRICS}
+    return out
 
 
 def render(res: dict) -> list[str]:
@@ -144,12 +155,15 @@ def render(res: dict) -> list[str]:
         errs = {k: [r["rel_error"][k] for r in mine] for k in METRICS}
         out.append(f"| {cname} | {len(mine)} | " + " | ".join(f"{100 * max(map(abs, errs[k])):.2f}%" for k in METRICS)
                    + f" | {100 * np.mean(errs['cycles']):+.2f}% |")
-    s = res["summary"]
-    verdict = {k: "met" if s[k]["met"] else "MISSED" for k in METRICS}
-    goals = "; ".join(f"{k} max {100 * s[k]['max_abs_error']:.2f}% (goal {100 * s[k]['goal']:.0f}%: {verdict[k]})"
-                      for k in METRICS)
-    out += ["", f"Goals over every row: {goals}. The closed form ran {res['closed_form_speedup_median']:.0f}x faster "
-            "than the simulation (median over rows, same process).", ""]
+    for scope, label in (("exports", "over the trained exports (the goal's scope)"),
+                         ("all", "over every row, degree-rule workloads included")):
+        s = res["summary"].get(scope)
+        if s:
+            goals = "; ".join(f"{k} max {100 * s[k]['max_abs_error']:.2f}% (goal {100 * s[k]['goal']:.0f}%: "
+                              f"{'met' if s[k]['met'] else 'MISSED'})" for k in METRICS)
+            out += ["", f"Goals {label}: {goals}."]
+    out += [f"The closed form ran {res['closed_form_speedup_median']:.0f}x faster than the simulation (median over "
+            "rows, same process).", ""]
     if res["headroom"]:
         out += ["What the learned feature bits can move (MEGA preset; energy of each export with every learned row at "
                 "1 bit (all-zero codes) or at 8 bits, relative to the export's own):", ""]

@@ -18,8 +18,16 @@ from workload import random_gcn_layer
 
 from hw.rtl import run as rtl_run
 from hw.rtl.tile import SOURCES as ENGINE_SOURCES
-from hw.rtl.top import (SOURCES, LayerMismatch, build_image, check_layer, model_cycles, params_for, plan_rows,
-                        simulate_layer)
+from hw.rtl.top import (
+    SOURCES,
+    LayerMismatch,
+    build_image,
+    check_layer,
+    model_cycles,
+    params_for,
+    plan_rows,
+    simulate_layer,
+)
 from hw.timing import accel_top_layer_cycles, layer_engine_cycles
 
 QUANT_TESTS = Path(__file__).resolve().parents[2] / "quant"
@@ -166,6 +174,7 @@ def test_run_cli_bad_layers_and_missing_simulator(capsys, tmp_path, monkeypatch,
 def test_run_cli_names_a_mismatch(capsys, tmp_path, tiny_export, sim, sim_exe):
     """An export whose outputs differ from the integer model in one element: exit 1, layer / node / feature named."""
     from arch_cases import rewrite
+
     from quant.qgraph import load
 
     def edit(arrays):
