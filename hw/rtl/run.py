@@ -6,8 +6,9 @@ Per layer: the memory image from the export's input codes (:mod:`hw.rtl.top`), a
 ``done``, every output code compared bit for bit with the export's ``layer<l>.out`` (the first mismatch named by
 layer, node and feature), the RTL's per-phase cycle counters against :func:`hw.timing.accel_top_layer_cycles`,
 and for reference the cycles of the layer alone in the dataflow model (``hw.scheduler``, as ``python -m
-hw.simulate``) on the same config and on it with the RTL's engine counts (:func:`rtl_matched_config`). Prints a table and writes ``DIR/layer<l>.json``. Exit status: 0 all layers
-bit-exact and cycle-exact, 1 a mismatch, 2 bad input (one ``error:`` line).
+hw.simulate``) on the same config and on it with the RTL's engine counts (:func:`rtl_matched_config`). Prints a
+table and writes ``DIR/layer<l>.json``. Exit status: 0 all layers bit-exact and cycle-exact, 1 a mismatch, 2 bad
+input (one ``error:`` line).
 """
 
 from __future__ import annotations

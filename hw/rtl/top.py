@@ -10,8 +10,8 @@ image that the controller walks (64-bit words, word addresses, LSB-first fields)
   header (2 words: ``nodes | rows << 16 | nz_rows << 32 | packages << 48``, ``words | edge_beats << 16 |
   out_addr << 32``);
 * per tile, its body: one record per local node (bitmap row, xw mult / shift / bits, then for destination rows
-  the output-stage constants: ``node_beats`` words for a row, ``halo_beats`` for a halo node), the package boundary records
-  (``first_node | first_value << 16 | num_values << 32``), the package words, the edge beats (``coef |
+  the output-stage constants: ``node_beats`` words for a row, ``halo_beats`` for a halo node), the package
+  boundary records (``first_node | first_value << 16 | num_values << 32``), the package words, the edge beats (``coef |
   src << 32 | last << 48``; a zero-degree row is one beat with coefficient 0), then the next tile's header;
 * the output region: row ``r`` of the layer at ``out_base + r * out_beats`` (32 bits per lane).
 
