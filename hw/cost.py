@@ -295,9 +295,14 @@ def _layer_statics(cfg, indptr, indices, x_nnz, x_bits, f_in, xw_nnz, xw_bits, f
         "weight"]) * nt) + w_bytes * nt, "combination": int(xw_stream.sum()),
             "sparse": int(sparse_writes + on_chip.sum()), "edge": int(edge_bytes.sum()),
             "aggregation": int(2 * acc.sum() * cfg.psum_bits // 8)}
+    # per-tile engine cycles that no bit moves: the requant of a tile's rows and the decoding of its XW block
+    requant = np.array([requant_cycles(int(r) * f_out) // cfg.num_requant_units for r in rows], np.float64)
+    decode_xw = np.ceil(dec_xw / cfg.num_decoders)
     phase_c = {"rows": rows, "weights_moved": np.where(np.arange(nt) == 0, w_moved, w_moved if not w_fits else 0),
-               "xw_moved": xw_moved, "dec_xw": dec_xw, "eid_moved": eid_moved[0], "spill_moved": spill_moved[0]}
-    phase_a = {"moved": edges_moved + xw_moved + cond_read, "dec_xw": dec_xw, "beats": beats, "rows": rows}
+               "xw_moved": xw_moved, "decode_xw": decode_xw, "eid_moved": eid_moved[0], "spill_moved": spill_moved[0],
+               "requant": requant}
+    phase_a = {"moved": edges_moved + xw_moved + cond_read, "decode_xw": decode_xw, "beats": beats,
+               "requant": requant}
     extra = [{"reread": xw_moved, "eid_moved": eid_moved[g], "spill_moved": spill_moved[g]}
              for g in range(1, len(groups))]
     return LayerStatics(n=n, f_in=f_in, f_out=f_out, starts=starts, x=x, out=out, dram=dram, sram=sram,
@@ -320,7 +325,7 @@ def _layer_cost(cfg, st: LayerStatics, x_vb, out_vb, ops: ArrayOps, prev_end, pr
     """Bytes, energy and the per-tile end cycles of one layer."""
     a, bpc = cfg.dram_access_bytes, cfg.bytes_per_cycle
     request = cfg.dram_row_miss_cycles + cfg.dram_latency_cycles  # fixed cycles of a request besides its transfer
-    ndec, nreq = cfg.num_decoders, cfg.num_requant_units
+    ndec = cfg.num_decoders
     passes = -(-st.f_out // cfg.num_bse_per_cpe)
     ncpe = cfg.num_comb_tiles * cfg.num_cpe_per_tile
     groups = cfg.num_agg_units // cfg.agg_lanes
@@ -336,12 +341,11 @@ def _layer_cost(cfg, st: LayerStatics, x_vb, out_vb, ops: ArrayOps, prev_end, pr
     # phase A (load_a -> decoder -> aggregation -> writeback_a); the same pipeline recurrence as hw.pipeline
     c, pa = st.phase_c, st.phase_a
     load_moved = x["moved"] + ops.asarray(c["weights_moved"])
-    requant_c = np.array([requant_cycles(int(r) * st.f_out) // nreq for r in c["rows"]], np.float64)
     wb_moved = ops.asarray(c["xw_moved"] + c["eid_moved"] + c["spill_moved"])
     services_c = [request + load_moved / bpc, ops.ceil(x["decode"] / ndec),
                   (ops.ceil(work * passes / ncpe) + 1) * (work > 0),
-                  _maximum(_maximum(request + wb_moved / bpc, ops.asarray(np.ceil(c["dec_xw"] / ndec))),
-                           ops.asarray(np.maximum(requant_c, c["rows"])))]
+                  _maximum(_maximum(request + wb_moved / bpc, ops.asarray(c["decode_xw"])),
+                           ops.asarray(np.maximum(c["requant"], c["rows"])))]
     ready = _ready(prev_end, prev_starts, st.starts, st.n)
     end_c = _pipeline(services_c, ready)
     bus_c = (load_moved.sum() + wb_moved.sum()) / bpc
@@ -355,11 +359,10 @@ def _layer_cost(cfg, st: LayerStatics, x_vb, out_vb, ops: ArrayOps, prev_end, pr
         free = ends[-1]
         group_done.append(max(ends))
     a_ready = [group_done[d // cfg.num_eid_fifos] for d in range(st.starts.size)]
-    requant_a = np.array([requant_cycles(int(r) * st.f_out) // nreq for r in pa["rows"]], np.float64)
-    services_a = [request + ops.asarray(pa["moved"]) / bpc, ops.asarray(np.ceil(pa["dec_xw"] / ndec)),
+    services_a = [request + ops.asarray(pa["moved"]) / bpc, ops.asarray(pa["decode_xw"]),
                   ops.asarray(np.ceil(pa["beats"] / groups)),
                   _maximum(_maximum(request + out_moved / bpc, ops.ceil(out_decode / ndec)),
-                           ops.asarray(requant_a))]
+                           ops.asarray(pa["requant"]))]
     end_a = _pipeline(services_a, a_ready)
     bus_a = (ops.asarray(pa["moved"]).sum() + out_moved.sum()) / bpc
     bus_extra = sum(ops.asarray(ex["reread"] + ex["eid_moved"] + ex["spill_moved"]).sum() for ex in st.extra_passes)
