@@ -6,8 +6,9 @@
 Per (dataset, target bits, seed) two GCN runs of ``python -m gnn.train --quant a2q`` with the learned-bits preset:
 the memory budget (A2Q's KB, projected: the preset) and ``--hw-cost <cost>`` (the accelerator's closed form,
 ``hw/cost.py``, projected onto the cost of the design at the same target). Each validation-selected model is
-exported (``quant.export``) and simulated on the MEGA preset (``hw.simulate``, bit-exact check on); the hardware run
-also records the cost it predicted. Fronts: mean test accuracy against mean simulated energy per target, one per
+exported (``quant.export``) and simulated on the MEGA preset (``hw.report.run_simulation``, bit-exact check on);
+the hardware run also records the cost it predicted.
+Fronts: mean test accuracy against mean simulated energy per target, one per
 budget, in one plot per dataset (``benchmarks/results/hw_aware_<dataset>.png``).
 
 Goal (issue 36): at equal accuracy (+-0.3 pt) >= 1.2x lower simulated energy on at least two of the four datasets.
@@ -35,7 +36,8 @@ GOAL_RATIO = 1.2
 def run_one(dataset: str, target: str, seed: int, budget: str, cost: str, epochs: int | None, work: Path) -> dict:
     """Train, export and simulate one model; its figures."""
     from benchmarks.hw_cost_fidelity import headroom
-    from hw.simulate import main as simulate
+    from hw.config import preset
+    from hw.report import run_simulation
     from hw.workload import workload_from_export
 
     tag = f"{dataset}_{target}_{budget}_s{seed}"
@@ -43,7 +45,8 @@ def run_one(dataset: str, target: str, seed: int, budget: str, cost: str, epochs
             "--first-seed", str(seed), *(["--hw-cost", cost] if budget == "hardware" else []),
             *(["--epochs", str(epochs)] if epochs else [])]
     out, metrics = train_and_export(args, work / tag, work / f"{tag}.qgraph")
-    sim = simulate([str(work / f"{tag}.qgraph"), "--out", str(work / "sim")])
+    wl = workload_from_export(str(work / f"{tag}.qgraph"))  # loaded once: simulated, then its headroom
+    sim = run_simulation(wl, preset("mega"), check=True)
     if any(c != "bit-exact" for c in sim["functional_check"]):
         raise RuntimeError(f"{tag}: the simulation is not bit-exact: {sim['functional_check']}")
     run = out["per_run"][0]
@@ -52,7 +55,7 @@ def run_one(dataset: str, target: str, seed: int, budget: str, cost: str, epochs
            "test_acc_integer": 100 * metrics["test_acc_integer"], "avg_bits": metrics["avg_bits"],
            "energy_uj": float(sim["energy_pj"]["total"]) / 1e6, "dram_bytes": int(sim["dram"]["total_bytes"]),
            "cycles": float(sim["total_cycles"]),
-           "headroom": headroom(workload_from_export(str(work / f"{tag}.qgraph")))}
+           "headroom": headroom(wl)}
     predicted = (run.get("quant_summary") or {}).get("hw_cost")
     if predicted is not None:
         row["predicted"] = predicted["predicted"]
