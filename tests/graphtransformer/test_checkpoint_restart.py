@@ -16,7 +16,10 @@ COMPARED = ("epoch", "val_acc", "val_loss", "test_acc", "train_loss", "epochs_ru
 
 
 def run(args: list[str], tmp: Path, launcher: list[str] | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "GNN_CACHE_DIR": str(tmp / "cache")}
+    # One intra-op thread: with two, PyTorch 2.13's CPU kernels now and then round one worker's chunk differently
+    # on a process's first call (torch.exp of 26K floats: half the values 1 ULP apart in about 1 process in 20),
+    # so two processes of the same seed can differ in the last bits and the bitwise comparison below would flake.
+    env = {**os.environ, "GNN_CACHE_DIR": str(tmp / "cache"), "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, *(launcher or []), "-m", "graphtransformer.train", "--dataset", "cora", "--hidden", "16",
            "--heads", "2", "--epochs", str(EPOCHS), *args]
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
