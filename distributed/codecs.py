@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -81,8 +82,16 @@ def narrowest_exact_codec(blocks: list[Tensor], dtype: torch.dtype) -> str:
 def pack_bits(codes: Tensor, bits: int) -> Tensor:
     """Pack integer codes in [0, 2^bits) along each row, first value in the lowest bits.
 
-    Shapes: codes (N, F) integer -> (N, ceil(F bits / 8)) uint8.
+    Shapes: codes (N, F) integer or bool -> (N, ceil(F bits / 8)) uint8. One-bit codes on the CPU go through
+    numpy's packbits (the same bytes, an order of magnitude faster than the shift-and-sum).
     """
+    if bits == 1 and codes.device.type == "cpu":
+        return torch.from_numpy(np.packbits(codes.contiguous().numpy(), axis=1, bitorder="little"))
+    return pack_bits_shift(codes, bits)
+
+
+def pack_bits_shift(codes: Tensor, bits: int) -> Tensor:
+    """`pack_bits` with tensor shifts on any device (the path of GPU tensors). Shapes as `pack_bits`."""
     n, f = codes.shape
     per_byte = 8 // bits
     pad = (-f) % per_byte
@@ -94,11 +103,33 @@ def pack_bits(codes: Tensor, bits: int) -> Tensor:
 
 def unpack_bits(packed: Tensor, bits: int, num_features: int) -> Tensor:
     """Inverse of `pack_bits`. Shapes: (N, B) uint8 -> (N, num_features) uint8."""
+    if bits == 1 and packed.device.type == "cpu":
+        return torch.from_numpy(np.unpackbits(packed.contiguous().numpy(), axis=1, count=num_features,
+                                              bitorder="little"))
+    return unpack_bits_shift(packed, bits, num_features)
+
+
+def unpack_bits_shift(packed: Tensor, bits: int, num_features: int) -> Tensor:
+    """`unpack_bits` with tensor shifts on any device (the path of GPU tensors)."""
     per_byte = 8 // bits
     shifts = torch.arange(per_byte, dtype=torch.uint8, device=packed.device) * bits
     mask = (1 << bits) - 1
     codes = (packed.unsqueeze(-1) >> shifts) & mask  # (N, B, 8/b)
     return codes.reshape(packed.size(0), packed.size(1) * per_byte)[:, :num_features]
+
+
+def uniform(shape: tuple[int, ...], generator: torch.Generator | None = None,
+            device: torch.device | str = "cpu") -> Tensor:
+    """U[0, 1) float32 noise of ``shape`` drawn from ``generator`` (None: torch's default one).
+
+    On the CPU the draw is numpy's PCG64, seeded by one 63-bit integer taken from ``generator``: twice as fast as
+    torch's mt19937 there and as reproducible (the same generator state gives the same noise). Elsewhere: torch.rand.
+    """
+    device = torch.device(device)
+    if device.type != "cpu":
+        return torch.rand(shape, generator=generator, device=device)
+    seed = int(torch.randint(0, 2 ** 63 - 1, (), generator=generator))
+    return torch.from_numpy(np.random.default_rng(seed).random(shape, dtype=np.float32))
 
 
 def _fp16_down(x: Tensor) -> Tensor:
@@ -118,18 +149,21 @@ def quantize_rows(x: Tensor, bits: int, generator: torch.Generator | None = None
 
     code = floor((x - mn) / step + U[0, 1)), step = (max - mn) / (2^bits - 1); mn and step are rounded to fp16
     outward (mn down, step up) before use, so codes stay in range and E[code * step + mn] = x exactly.
+    One bit: code = [U * step < x - mn], the same law (P(code = 1) = (x - mn) / step) without the division.
 
-    Shapes: x (N, F) float -> codes (N, F) uint8, mn (N,) fp16, step (N,) fp16.
+    Shapes: x (N, F) float -> codes (N, F) uint8 (one bit: bool), mn (N,) fp16, step (N,) fp16.
     """
     qmax = (1 << bits) - 1
     x = x.float()
     mn16 = _fp16_down(x.amin(dim=1))  # (N,)
     step16 = _fp16_up((x.amax(dim=1) - mn16.float()) / qmax)  # (N,)
     mn, step = mn16.float()[:, None], step16.float()[:, None]
+    noise = uniform(tuple(x.shape), generator, x.device)  # (N, F)
+    if bits == 1:  # a row with step 0 has x == mn everywhere: 0 < 0 is false, code 0, decoded as mn exactly
+        return noise.mul_(step) < (x - mn), mn16, step16
     # A row with step 0 has max == mn16, so every x - mn is 0 and y = 0 (code 0, decoded as mn exactly); a positive
-    # fp16 step is >= 6e-8, so the clamp only guards that division. In place: one (N, F) buffer for y and the noise.
+    # fp16 step is >= 6e-8, so the clamp only guards that division. In place: one (N, F) buffer for y.
     y = (x - mn).div_(step.clamp_min(1e-30))  # (N, F) in [0, qmax]
-    noise = torch.rand(x.shape, generator=generator, device=x.device)
     codes = y.add_(noise).floor_().clamp_(0, qmax).to(torch.uint8)
     return codes, mn16, step16
 
@@ -137,19 +171,20 @@ def quantize_rows(x: Tensor, bits: int, generator: torch.Generator | None = None
 def two_centroid_rows(x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """Contractive one-bit code: bit = x > row mean; centroids = fp16 means of the two sides.
 
-    Shapes: x (N, F) float -> bits (N, F) uint8, low (N,) fp16, high (N,) fp16.
+    Shapes: x (N, F) float -> bits (N, F) bool, low (N,) fp16, high (N,) fp16.
     """
     x = x.float()
     mean = x.mean(dim=1, keepdim=True)  # (N, 1)
     hi = x > mean  # (N, F)
-    n_hi = hi.sum(dim=1)
+    hi_f = hi.float()
+    n_hi = hi_f.sum(dim=1)  # (N,) exact counts (< 2^24)
     n_lo = x.size(1) - n_hi
-    sum_hi = torch.where(hi, x, torch.zeros_like(x)).sum(dim=1)
+    sum_hi = torch.bmm(x.unsqueeze(1), hi_f.unsqueeze(2)).view(-1)  # (N,) sum of the values above the mean
     sum_lo = x.sum(dim=1) - sum_hi
     # An empty side (constant row) takes the row mean, so the row decodes exactly.
     high = torch.where(n_hi > 0, sum_hi / n_hi.clamp_min(1), mean[:, 0])
     low = torch.where(n_lo > 0, sum_lo / n_lo.clamp_min(1), mean[:, 0])
-    return hi.to(torch.uint8), low.clamp(-65504, 65504).half(), high.clamp(-65504, 65504).half()
+    return hi, low.clamp(-65504, 65504).half(), high.clamp(-65504, 65504).half()
 
 
 def encode(x: Tensor, codec: str, generator: torch.Generator | None = None) -> Tensor:
@@ -194,8 +229,6 @@ def decode(payload: Tensor, codec: str, num_rows: int, num_features: int) -> Ten
     codes = unpack_bits(payload[:code_bytes].view(n, code_bytes // max(n, 1)), bits, f)  # (N, F) uint8
     meta = payload[code_bytes:].clone().view(torch.float16).view(n, 2).float()  # (N, 2)
     a, b = meta[:, :1], meta[:, 1:]
-    if codec == "int1-2c":
-        return torch.where(codes > 0, b, a)
-    if bits == 1:  # code * step + min without the float codes: min + step where the bit is set (the same floats)
-        return torch.where(codes > 0, a + b, a)
-    return codes.float() * b + a
+    if codec == "int1-2c":  # lerp is exact at its ends (weight 0: low, weight 1: high), unlike low + bit * (high - low)
+        return torch.lerp(a.expand(n, f), b.expand(n, f), codes.float())
+    return codes.float().mul_(b).add_(a)  # code * step + min (one bit: min, or min + step)

@@ -27,9 +27,11 @@ def test_pack_unpack_round_trip_against_numpy(bits):
     codes = torch.randint(0, 1 << bits, (5, 11), dtype=torch.uint8)
     packed = codecs.pack_bits(codes, bits)
     assert torch.equal(codecs.unpack_bits(packed, bits, 11), codes)
-    if bits == 1:  # independent reference: numpy little-endian bit packing within a row
+    shifted = codecs.pack_bits_shift(codes, bits)  # the GPU path, run on the CPU
+    assert torch.equal(shifted, packed) and torch.equal(codecs.unpack_bits_shift(shifted, bits, 11), codes)
+    if bits == 1:  # independent reference of the shift path: numpy little-endian bit packing within a row
         ref = np.packbits(codes.numpy(), axis=1, bitorder="little")
-        assert np.array_equal(packed.numpy(), ref)
+        assert np.array_equal(shifted.numpy(), ref)
 
 
 def test_fp_codecs():
@@ -107,6 +109,23 @@ def test_two_centroid_is_contractive_and_beats_min_max():
     assert torch.allclose(y2c, ref, rtol=2e-3, atol=1e-4)
     y1 = codecs.decode(codecs.encode(x, "int1", torch.Generator().manual_seed(1)), "int1", 200, 256).double()
     assert err.sum() < ((y1 - xd) ** 2).sum()
+
+
+def test_uniform_noise_reproduces_from_the_generator_state():
+    a = codecs.uniform((300, 7), torch.Generator().manual_seed(3))
+    b = codecs.uniform((300, 7), torch.Generator().manual_seed(3))
+    c = codecs.uniform((300, 7), torch.Generator().manual_seed(4))
+    assert a.dtype == torch.float32 and torch.equal(a, b) and not torch.equal(a, c)
+    assert 0.0 <= float(a.min()) and float(a.max()) < 1.0 and abs(float(a.mean()) - 0.5) < 0.02
+
+
+def test_two_centroid_decode_is_exactly_one_of_the_two_centroids():
+    x = torch.randn(40, 33) * 1e3
+    payload = codecs.encode(x, "int1-2c")
+    y = codecs.decode(payload, "int1-2c", 40, 33)
+    meta = payload[40 * 5:].view(torch.float16).view(40, 2).float()
+    assert ((y == meta[:, :1]) | (y == meta[:, 1:])).all()
+    assert torch.equal(y > meta[:, :1], x > x.mean(1, keepdim=True))
 
 
 def test_unknown_codec_lists_valid_ones():
