@@ -93,7 +93,7 @@ def test_degree_aware_4bit_trains(bag_of_words_task):
     data, split, vocab, classes = bag_of_words_task()
     cfg = TrainConfig(attention="interleaved", num_layers=3, hidden_dim=32, num_heads=2, dropout=0.1,
                       input_dropout=0.0, sparse_residual=True, max_degree=64, pe="random-walk", pe_dim=4, lr=1e-2,
-                      optimizer="adamw", epochs=40, patience=40)
+                      optimizer="adamw", epochs=80, patience=80)  # 40 epochs: test acc 0.39-0.50 at 2 threads
     graph, pe = prepare(data, cfg)
     torch.manual_seed(0)
     model = GraphTransformer(model_config(cfg, vocab, classes))
