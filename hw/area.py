@@ -61,7 +61,7 @@ UNIT_GE: dict[str, UnitLine] = {
     "cpe": UnitLine("cpe", "LANES", ((4, 3907.2), (8, 7651.8))),  # MAX_ROW_VALUES 64
     "aggregation_unit": UnitLine("aggregation_unit", "LANES", ((4, 7342.9), (8, 14651.0))),  # PSUM_BITS 16
 }
-DECODER_GE = 12820.2  # ap_decoder MAX_NODES 64, NODE_BITS 6, MAX_FEATURES 16, FEAT_BITS 4
+DECODER_GE = 12778.0  # ap_decoder MAX_NODES 64, NODE_BITS 6, MAX_FEATURES 16, FEAT_BITS 4
 REQUANT_GE = 14102.0  # requant OUT_BITS 8
 EID_POINTS = (((4, 4), 2379.5), ((16, 8), 17165.8))  # eid_matcher ((NUM_FIFOS, DEPTH), GE)
 SRAM_GE_PER_KIB = 0.4 * 8 * 1024  # ASSUMPTION: 0.4 GE per SRAM bit including periphery (see the module docstring)

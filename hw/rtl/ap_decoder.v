@@ -100,18 +100,24 @@ module ap_decoder #(
     wire [7:0]   raw = shifted[7:0] & vmask;
     wire [2:0]   msb_idx = bits_reg[2:0] - 3'd1;         // b - 1 (b = 8 -> 7)
     wire         vneg = raw[msb_idx];
-    reg  [FEAT_BITS-1:0] feat;
-    integer f;
-    always @* begin
-        feat = {FEAT_BITS{1'b0}};
-        for (f = MAX_FEATURES - 1; f >= 0; f = f - 1) begin
-            if (mask_reg[f]) begin
-                feat = f[FEAT_BITS-1:0];
+    // feature of the current value = index of mask_reg's lowest set bit (0 when empty): that bit isolated, then
+    // encoded (bit k of the index = OR of the isolated bit over the features whose index has bit k set). Word-wide
+    // operations, where a priority chain over MAX_FEATURES bits cost a simulator that many steps every cycle.
+    localparam [MAX_FEATURES-1:0] ONE = {{(MAX_FEATURES-1){1'b0}}, 1'b1};
+    wire [MAX_FEATURES-1:0] lowest = mask_reg & (~mask_reg + ONE);     // mask_reg's lowest set bit alone
+    wire [FEAT_BITS-1:0]    feat;
+    genvar fk, fi;
+    generate
+        for (fk = 0; fk < FEAT_BITS; fk = fk + 1) begin : encode
+            wire [MAX_FEATURES-1:0] has_bit;                        // constant: feature i has bit fk set
+            for (fi = 0; fi < MAX_FEATURES; fi = fi + 1) begin : feature
+                assign has_bit[fi] = ((fi >> fk) & 1) == 1;
             end
+            assign feat[fk] = |(lowest & has_bit);
         end
-    end
+    endgenerate
 
-    wire [MAX_FEATURES-1:0] cleared = mask_reg & ~({{(MAX_FEATURES-1){1'b0}}, 1'b1} << feat);
+    wire [MAX_FEATURES-1:0] cleared = mask_reg & (mask_reg - ONE);   // without its lowest set bit
     wire emitting = (state_reg == S_EMIT) && (mask_reg != {MAX_FEATURES{1'b0}});
     assign m_valid = emitting;
     assign m_node  = node_reg[NODE_BITS-1:0];
@@ -126,21 +132,28 @@ module ap_decoder #(
     wire [11:0] in_need = {4'd0, s_pkg_num_values} * {8'd0, in_bits};
     wire [11:0] in_cap  = {4'd0, in_mode, 6'd0} + 12'd59;   // 64 * (mode + 1) - 5
     wire [MAX_FEATURES-1:0] first_row = bm[s_pkg_first_node[NODE_BITS-1:0]];
-    reg  [MAX_FEATURES-1:0] first_mask;
-    reg  [FEAT_BITS:0] seen;
-    integer g;
-    always @* begin
-        seen = {(FEAT_BITS+1){1'b0}};
-        first_mask = first_row;
-        for (g = 0; g < MAX_FEATURES; g = g + 1) begin
-            if (first_row[g]) begin
-                if (seen < {1'b0, s_pkg_first_value}) begin
-                    first_mask[g] = 1'b0;
+
+    // row without its lowest `skip` set bits: the package's first value is the first node's skip-th non-zero.
+    // A function called only where a package is accepted, so a simulator runs its MAX_FEATURES-step loop once per
+    // package instead of every cycle (a continuous assignment); synthesis builds the same logic either way.
+    function [MAX_FEATURES-1:0] without_lowest_set_bits;
+        input [MAX_FEATURES-1:0] row;
+        input [FEAT_BITS-1:0]    skip;
+        integer g;
+        reg [FEAT_BITS:0] seen;
+        begin
+            seen = {(FEAT_BITS+1){1'b0}};
+            without_lowest_set_bits = row;
+            for (g = 0; g < MAX_FEATURES; g = g + 1) begin
+                if (row[g]) begin
+                    if (seen < {1'b0, skip}) begin
+                        without_lowest_set_bits[g] = 1'b0;
+                    end
+                    seen = seen + 1'b1;
                 end
-                seen = seen + 1'b1;
             end
         end
-    end
+    endfunction
 
     wire [NODE_BITS:0] node_inc = node_reg + 1'b1;
 
@@ -165,7 +178,7 @@ module ap_decoder #(
                     pos_next = 8'd5;
                     count_next = s_pkg_num_values;
                     node_next = {1'b0, s_pkg_first_node};
-                    mask_next = first_mask;
+                    mask_next = without_lowest_set_bits(first_row, s_pkg_first_value);
                     if (in_mode == 2'd3) begin
                         state_next = S_ERR;
                         err_code_next = 2'd1;
