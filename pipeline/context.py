@@ -34,4 +34,4 @@ class PipelineContext:
     quant_run_dir: Path | None = None  # step quantize: its run directory (<run_dir>/a2q)
     export_path: Path | None = None    # step export: the .qgraph (None: the model has no export)
     simulation: dict | None = None     # step simulate: speedup and DRAM reduction vs the HyGCN-like baseline
-    rtl: dict | None = None            # step rtl: the tile's summary, or {"skipped": reason}
+    rtl: dict | None = None            # step rtl: the RTL layer's summary, or {"skipped": reason}

@@ -86,7 +86,7 @@ STEPS: tuple[Step, ...] = (
     Step("quantize", "train the A2Q-quantized model (same seeds)", quantize),
     Step("export", "export the quantized model for the accelerator", export),
     Step("simulate", "simulate the export on the MEGA-style accelerator and the HyGCN-like baseline", simulate),
-    Step("rtl", "run one layer tile of the export in RTL simulation (bit-exact and cycle check against the model)",
+    Step("rtl", "run the last layer of the export on the RTL accelerator top (bit-exact and cycle check)",
          rtl),
 )
 

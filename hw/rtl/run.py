@@ -189,6 +189,16 @@ def run_layers(args) -> list[dict]:
     return records
 
 
+def run_export(export: str | Path, *, layers: str = "all", sim: str | None = None, out: str | Path = "rtl_run",
+               build_dir: str | Path | None = None, scheduler: bool = True) -> list[dict]:
+    """`run_layers` called from Python with the command line's options; raises `UsageError` on bad input."""
+    argv = [str(export), "--layers", layers, "--out", str(out)]
+    argv += ["--sim", sim] if sim else []
+    argv += ["--build-dir", str(build_dir)] if build_dir else []
+    argv += [] if scheduler else ["--no-model"]
+    return run_layers(_parser().parse_args(argv))
+
+
 def table(records: list[dict]) -> str:
     head = (f"{'layer':>5} {'bit-exact':>9} {'rtl cycles':>11} {'model':>11} {'diff':>6} {'load':>9} {'comb':>9} "
             f"{'agg':>8} {'wb':>7} {'tiles':>5} {'cyc/s':>9} {'sched preset / matched':>22}")
