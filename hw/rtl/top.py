@@ -41,6 +41,8 @@ SOURCES = [*ENGINE_SOURCES, "accel_top", "mem_model", "accel_sim"]
 TOP = "accel_sim"
 WORD_BITS = 64
 CONST_BITS_PER_LANE = 147  # 31 + 6 + 4 (xw) + 31 + 6 (q_aggregate) + 32 (bias) + 31 + 6 (out), see accel_top.v
+MAX_LANES = 64      # accel_top.v: LANES in 1..64
+MAX_FEAT_BITS = 12  # accel_top.v / ap_decoder.v: feature indices and first_value in at most 12 bits
 
 
 class LayerMismatch(AssertionError):
@@ -67,6 +69,16 @@ class TopParams:
     latency: int = 100          # dram_latency_cycles
     beat_interval: int = 1      # ceil(8 / bytes_per_cycle)
     mem_words: int = 1 << 16
+
+    def __post_init__(self) -> None:
+        """The ranges ``accel_top.v`` asserts at elaboration, refused here with what is out of range."""
+        if not 1 <= self.lanes <= MAX_LANES:
+            raise ValueError(f"the layer has {self.lanes} output channels; the RTL top has 1..{MAX_LANES} lanes")
+        if self.feat_bits > MAX_FEAT_BITS:
+            raise ValueError(f"the layer has {self.max_features} input features; the RTL top's feature indices "
+                             f"have at most {MAX_FEAT_BITS} bits ({1 << MAX_FEAT_BITS} features)")
+        if not 1 <= self.max_rows <= self.max_nodes:
+            raise ValueError(f"max_rows={self.max_rows}: must lie in 1..max_nodes={self.max_nodes}")
 
     @property
     def node_bits(self) -> int:

@@ -21,6 +21,7 @@ from hw.rtl.tile import SOURCES as ENGINE_SOURCES
 from hw.rtl.top import (
     SOURCES,
     LayerMismatch,
+    TopParams,
     build_image,
     check_layer,
     model_cycles,
@@ -68,6 +69,17 @@ def test_plan_rows_covers_every_row_within_the_limits():
         assert sum(max(int(indptr[r + 1] - indptr[r]), 1) for r in rows) <= 20
     with pytest.raises(ValueError, match="local nodes"):
         plan_rows(graph, 2, 5, 20)
+
+
+def test_params_refuse_what_the_rtl_asserts_naming_the_limit():
+    common = {"w_bits": 8, "psum_bits": 32, "frac_bits": 14}
+    assert TopParams(lanes=64, max_features=4096, **common).verilog()["FEAT_BITS"] == 12  # the widest that fits
+    with pytest.raises(ValueError, match="6805 input features; .* at most 12 bits .*4096 features"):
+        TopParams(lanes=64, max_features=6805, **common)  # Coauthor CS's first layer
+    with pytest.raises(ValueError, match="128 output channels; the RTL top has 1..64 lanes"):
+        TopParams(lanes=128, max_features=64, **common)
+    with pytest.raises(ValueError, match="max_rows=9"):
+        TopParams(lanes=4, max_features=64, max_nodes=8, max_rows=9, **common)
 
 
 def test_top_cycle_formula_pieces():
