@@ -21,6 +21,7 @@ from pathlib import Path
 from benchmarks._common import machine
 
 RESULTS = Path(__file__).resolve().parent / "results"
+ICARUS_MAX_CYCLES = 5e6  # about 4-7 minutes per Icarus run
 
 
 def _export(dataset: str, tmp: Path) -> Path:
@@ -31,14 +32,13 @@ def _export(dataset: str, tmp: Path) -> Path:
 
 
 def _run(export: Path, sim: str, layer: int, out: Path, build: Path) -> dict:
-    from hw.rtl.run import _parser, run_layers
+    from hw.rtl.run import run_export
 
-    args = _parser().parse_args([str(export), "--sim", sim, "--layers", str(layer), "--out", str(out),
-                                 "--build-dir", str(build)])
-    return run_layers(args)[0]
+    return run_export(export, layers=str(layer), sim=sim, out=out, build_dir=build)[0]
 
 
 def main(argv: list[str] | None = None) -> Path:
+    from hw.rtl.run import UsageError
     from hw.rtl.sim import locate
     from quant.qgraph import load
 
@@ -49,12 +49,15 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--sims", nargs="*", default=["verilator", "icarus"])
     parser.add_argument("--icarus-layers", default="1",
                         help="layers Icarus runs ('all' or indices; default 1: layer 0 of Cora takes hours there)")
+    parser.add_argument("--icarus-max-cycles", type=float, default=ICARUS_MAX_CYCLES,
+                        help="skip an Icarus layer whose cycles (from the Verilator run of it) exceed this "
+                             f"(default {ICARUS_MAX_CYCLES:.0e}: Icarus runs 12-25 K cycles/s)")
     parser.add_argument("--out", default=str(RESULTS / "rtl_layer.json"))
     args = parser.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="rtl_layer_"))
     exports = [Path(e) for e in args.export] if args.export else [_export(d, tmp / "pipeline") for d in args.datasets]
     out = {"command": "python benchmarks/rtl_layer.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-           "machine": machine(), "records": [], "unavailable": {}}
+           "machine": machine(), "records": [], "unavailable": {}, "skipped": []}
     for export in exports:
         q = load(export)
         layers = range(len(q.manifest["layers"]))
@@ -68,7 +71,18 @@ def main(argv: list[str] | None = None) -> Path:
                 [int(v) for v in args.icarus_layers.split(",")]
             for li in chosen:
                 build = tmp / f"build_{export.stem}_{sim}_{li}"
-                first = _run(export, sim, li, tmp / f"{export.stem}_{sim}_{li}_a", build)
+                known = [r["rtl_cycles"] for r in out["records"] if r["export"] == export.name and r["layer"] == li]
+                if sim == "icarus" and known and known[0] > args.icarus_max_cycles:
+                    why = f"{known[0]} cycles exceed --icarus-max-cycles {args.icarus_max_cycles:.0e}"
+                    out["skipped"].append({"export": export.name, "layer": li, "simulator": sim, "why": why})
+                    print(f"{export.name} layer {li} {sim}: skipped ({why})")
+                    continue
+                try:
+                    first = _run(export, sim, li, tmp / f"{export.stem}_{sim}_{li}_a", build)
+                except UsageError as e:  # a layer the RTL top cannot hold (> 64 lanes, > 65536 features)
+                    out["skipped"].append({"export": export.name, "layer": li, "simulator": sim, "why": str(e)})
+                    print(f"{export.name} layer {li} {sim}: skipped ({e})")
+                    continue
                 rec = _run(export, sim, li, tmp / f"{export.stem}_{sim}_{li}_b", build)
                 prov = q.manifest.get("provenance") or {}
                 rec.update({"export": export.name, "export_checkpoint_sha256": prov.get("checkpoint_sha256"),
@@ -114,6 +128,10 @@ def render(res: dict) -> list[str]:
                    f"{r['rtl_cycles'] / r['scheduler_rtl_matched']['cycles']:.2f}x | "
                    f"{r['rtl_phases']['aggregation'] / agg if agg else float('nan'):.3f} | "
                    f"{r['sim_cycles_per_s']:.0f} | {_build_seconds(r.get('build_s'))} |")
+    notes = [f"Note: {res['note']}."] if res.get("note") else []
+    notes += [f"Not run: {s['export']} layer {s['layer']} on {s['simulator']}: {s['why']}."
+              for s in res.get("skipped", [])]
+    out += [""] + notes if notes else []
     out += ["", "The top recomputes each tile's halo XW rows and loads every tile's constants without overlapping "
             "load and compute; the cycle model charges Condense-Edge gathers and overlapped stages, hence the gap "
             "(docs: hw/rtl/README.md).", ""]

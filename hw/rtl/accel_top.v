@@ -29,7 +29,7 @@ module accel_top #(
     parameter NODE_BITS       = 4,
     // Input features of the layer. Must be 2..2^FEAT_BITS.
     parameter MAX_FEATURES    = 8,
-    // Width of feature indices. Must be 1..12.
+    // Width of feature indices. Must be 1..16 (the boundary record's first_value field).
     parameter FEAT_BITS       = 3,
     // Signed weight width. Must be 2..8.
     parameter W_BITS          = 4,
@@ -119,7 +119,7 @@ module accel_top #(
     localparam O_OB = O_OS + LANES * 6;
 
     initial begin
-        if (LANES < 1 || LANES > 64 || FEAT_BITS > 12 || MAX_ROWS < 1 || MAX_ROWS > (1 << NODE_BITS) ||
+        if (LANES < 1 || LANES > 64 || FEAT_BITS > 16 || MAX_ROWS < 1 || MAX_ROWS > (1 << NODE_BITS) ||
             MAX_PKGS < 2 || MAX_WORDS < 2 || MAX_EDGES < 2 || ADDR_BITS < 8 || ADDR_BITS > 32 ||
             BURST_BEATS < 1 || BURST_BEATS > 256 || MAX_OUTSTANDING < 1 || MAX_OUTSTANDING > 255) begin
             $error("Error: accel_top parameters out of range (instance %m)");

@@ -21,7 +21,7 @@ module ap_decoder #(
     parameter NODE_BITS    = 6,
     // Bitmap row width = features of the tile. Must be >= 2 and <= 2^FEAT_BITS.
     parameter MAX_FEATURES = 16,
-    // Width of feature indices and of first_value. Must be 1..12.
+    // Width of feature indices and of first_value. Must be 1..16.
     parameter FEAT_BITS    = 4
 ) (
     input  wire                     clk,
@@ -65,8 +65,8 @@ module ap_decoder #(
                    MAX_NODES, NODE_BITS);
             $finish;
         end
-        if (MAX_FEATURES < 2 || FEAT_BITS < 1 || FEAT_BITS > 12 || MAX_FEATURES > (1 << FEAT_BITS)) begin
-            $error("Error: MAX_FEATURES=%0d must lie in 2..2^FEAT_BITS (FEAT_BITS=%0d in 1..12) (instance %m)",
+        if (MAX_FEATURES < 2 || FEAT_BITS < 1 || FEAT_BITS > 16 || MAX_FEATURES > (1 << FEAT_BITS)) begin
+            $error("Error: MAX_FEATURES=%0d must lie in 2..2^FEAT_BITS (FEAT_BITS=%0d in 1..16) (instance %m)",
                    MAX_FEATURES, FEAT_BITS);
             $finish;
         end

@@ -22,7 +22,7 @@ module layer_engine #(
     parameter NODE_BITS    = 4,
     // Input features of the tile. Must be 2..2^FEAT_BITS.
     parameter MAX_FEATURES = 8,
-    // Width of feature indices. Must be 1..12.
+    // Width of feature indices. Must be 1..16.
     parameter FEAT_BITS    = 3,
     // Signed weight width (MEGA: 4; the quantized presets: 8). Must be 2..8 (checked by cpe / bse).
     parameter W_BITS       = 4,

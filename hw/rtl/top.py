@@ -42,7 +42,7 @@ TOP = "accel_sim"
 WORD_BITS = 64
 CONST_BITS_PER_LANE = 147  # 31 + 6 + 4 (xw) + 31 + 6 (q_aggregate) + 32 (bias) + 31 + 6 (out), see accel_top.v
 MAX_LANES = 64      # accel_top.v: LANES in 1..64
-MAX_FEAT_BITS = 12  # accel_top.v / ap_decoder.v: feature indices and first_value in at most 12 bits
+MAX_FEAT_BITS = 16  # accel_top.v / ap_decoder.v: feature indices and first_value (a 16-bit record field)
 
 
 class LayerMismatch(AssertionError):

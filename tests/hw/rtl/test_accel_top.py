@@ -73,9 +73,10 @@ def test_plan_rows_covers_every_row_within_the_limits():
 
 def test_params_refuse_what_the_rtl_asserts_naming_the_limit():
     common = {"w_bits": 8, "psum_bits": 32, "frac_bits": 14}
-    assert TopParams(lanes=64, max_features=4096, **common).verilog()["FEAT_BITS"] == 12  # the widest that fits
-    with pytest.raises(ValueError, match="6805 input features; .* at most 12 bits .*4096 features"):
-        TopParams(lanes=64, max_features=6805, **common)  # Coauthor CS's first layer
+    assert TopParams(lanes=64, max_features=6805, **common).verilog()["FEAT_BITS"] == 13  # Coauthor CS's layer 0
+    assert TopParams(lanes=64, max_features=65536, **common).verilog()["FEAT_BITS"] == 16  # the widest that fits
+    with pytest.raises(ValueError, match="65537 input features; .* at most 16 bits .*65536 features"):
+        TopParams(lanes=64, max_features=65537, **common)
     with pytest.raises(ValueError, match="128 output channels; the RTL top has 1..64 lanes"):
         TopParams(lanes=128, max_features=64, **common)
     with pytest.raises(ValueError, match="max_rows=9"):
