@@ -37,6 +37,12 @@ def _run(export: Path, sim: str, layer: int, out: Path, build: Path) -> dict:
     return run_export(export, layers=str(layer), sim=sim, out=out, build_dir=build)[0]
 
 
+def _skip(out: dict, export: Path, layer: int, sim: str, why: str) -> None:
+    """Record (and print) a layer the benchmark does not run on ``sim``, with the reason."""
+    out["skipped"].append({"export": export.name, "layer": layer, "simulator": sim, "why": why})
+    print(f"{export.name} layer {layer} {sim}: skipped ({why})")
+
+
 def main(argv: list[str] | None = None) -> Path:
     from hw.rtl.run import UsageError
     from hw.rtl.sim import locate
@@ -73,15 +79,13 @@ def main(argv: list[str] | None = None) -> Path:
                 build = tmp / f"build_{export.stem}_{sim}_{li}"
                 known = [r["rtl_cycles"] for r in out["records"] if r["export"] == export.name and r["layer"] == li]
                 if sim == "icarus" and known and known[0] > args.icarus_max_cycles:
-                    why = f"{known[0]} cycles exceed --icarus-max-cycles {args.icarus_max_cycles:.0e}"
-                    out["skipped"].append({"export": export.name, "layer": li, "simulator": sim, "why": why})
-                    print(f"{export.name} layer {li} {sim}: skipped ({why})")
+                    _skip(out, export, li, sim, f"{known[0]} cycles exceed --icarus-max-cycles "
+                                                f"{args.icarus_max_cycles:.0e}")
                     continue
                 try:
                     first = _run(export, sim, li, tmp / f"{export.stem}_{sim}_{li}_a", build)
                 except UsageError as e:  # a layer the RTL top cannot hold (> 64 lanes, > 65536 features)
-                    out["skipped"].append({"export": export.name, "layer": li, "simulator": sim, "why": str(e)})
-                    print(f"{export.name} layer {li} {sim}: skipped ({e})")
+                    _skip(out, export, li, sim, str(e))
                     continue
                 rec = _run(export, sim, li, tmp / f"{export.stem}_{sim}_{li}_b", build)
                 prov = q.manifest.get("provenance") or {}

@@ -41,8 +41,8 @@ def rtl_check(export_path: Path, *, run_dir: Path, model: str = "gcn", build_roo
         why = "; ".join(f"{s}: {reason}" for s, (_, reason) in sims.items())
         print(f"   skipped: no RTL simulator available ({why})")
         return {"skipped": why}
-    meta = load(export_path).manifest["layers"]
-    li = len(meta) - 1
+    q = load(export_path)
+    meta, li = q.manifest["layers"], choose_layer(q)
     out_dir = (Path(run_dir) / "rtl").resolve()  # the simulator runs in its build folder: absolute paths
     build_root = Path(build_root or out_dir / "build").resolve()
     rec = run_export(export_path, layers=str(li), sim=usable[0], out=out_dir, build_dir=build_root,
