@@ -111,12 +111,40 @@ def test_two_centroid_is_contractive_and_beats_min_max():
     assert err.sum() < ((y1 - xd) ** 2).sum()
 
 
-def test_uniform_noise_reproduces_from_the_generator_state():
-    a = codecs.uniform((300, 7), torch.Generator().manual_seed(3))
-    b = codecs.uniform((300, 7), torch.Generator().manual_seed(3))
-    c = codecs.uniform((300, 7), torch.Generator().manual_seed(4))
-    assert a.dtype == torch.float32 and torch.equal(a, b) and not torch.equal(a, c)
-    assert 0.0 <= float(a.min()) and float(a.max()) < 1.0 and abs(float(a.mean()) - 0.5) < 0.02
+def test_noise_reproduces_from_the_generator_state_and_covers_16_bits():
+    a = codecs.noise16((3000, 7), torch.Generator().manual_seed(3))
+    b = codecs.noise16((3000, 7), torch.Generator().manual_seed(3))
+    c = codecs.noise16((3000, 7), torch.Generator().manual_seed(4))
+    assert a.shape == (3000, 7) and torch.equal(a, b) and not torch.equal(a, c)
+    values = a.numpy().astype(np.int64)
+    assert values.min() >= 0 and values.max() < 1 << 16 and abs(values.mean() / 65535 - 0.5) < 0.01
+    assert np.unique(values % 256).size == 256 and np.unique(values >> 8).size == 256  # both bytes vary
+
+
+@pytest.mark.parametrize("bits", [1, 2, 8])
+def test_stochastic_codes_follow_the_law_over_every_noise_value(bits):
+    """All 2^16 noise values, each once: the mean code is round(z) / 2^16 exactly, close to y (float64)."""
+    qmax = (1 << bits) - 1
+    g = torch.Generator().manual_seed(5)
+    y = torch.rand(1, 24, generator=g, dtype=torch.float64) * qmax  # y = (x - mn) / step in [0, qmax]
+    y[0, :3] = torch.tensor([0.0, qmax, qmax / 2])  # the ends and a midpoint
+    step, mn = 0.37, -1.25
+    x = (y * step + mn).float()
+    scale = torch.tensor([[65536 / step]], dtype=torch.float32)
+    mn_t = torch.tensor([[mn]], dtype=torch.float32)
+    noise = torch.arange(1 << 16, dtype=torch.int32)[:, None].expand(-1, 24).contiguous()  # (2^16, 24)
+    tiled = x.expand(1 << 16, -1).contiguous()
+    codes = codecs.stochastic_codes(tiled, mn_t.expand(1 << 16, 1).contiguous(),
+                                    scale.expand(1 << 16, 1).contiguous(), noise.to(torch.uint16), bits)
+    ref = codecs.stochastic_codes_torch(tiled, mn_t, scale, noise, bits)  # the GPU path, run on the CPU
+    assert torch.equal(codes, ref)
+    mean = codes.double().mean(0)  # (24,) exact: a sum of at most 2^24 small integers over 2^16
+    z = ((x - mn_t) * scale)[0]  # the law's z, in float32 as the codec computes it
+    rounded = torch.ceil(z - 0.5) if bits == 1 else torch.floor(z + 0.5)
+    assert torch.equal(mean * 65536, rounded.double())
+    # within 2^-17 of y, plus float32 rounding of z (a few ulp at qmax * 2^16)
+    assert ((mean - ((x.double() - mn) / step)[0]).abs() <= 2.0 ** -17 + qmax * 2.0 ** -21).all()
+    assert mean[0] == 0 and mean[1] == qmax  # the row ends are exact
 
 
 def test_two_centroid_decode_is_exactly_one_of_the_two_centroids():
