@@ -15,11 +15,15 @@ Goal (issue 36): at equal accuracy (+-0.3 pt) >= 1.2x lower simulated energy on 
 Reported per dataset: the largest energy ratio (memory / hardware-aware) over hardware-aware points whose accuracy a
 memory point reaches within 0.3 pt, and the share of the export's energy that its learned bits can move at all
 (``benchmarks/hw_cost_fidelity.py``'s headroom, here for every run). Writes benchmarks/results/hw_aware.json.
+
+Every finished run is appended to ``--cache`` (default ``runs/hw_aware/rows.jsonl``) under its (dataset, target, seed,
+budget, cost, epochs): a stopped sweep restarts where it stopped, and a wider one reuses the runs it shares.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 from pathlib import Path
@@ -60,6 +64,24 @@ def run_one(dataset: str, target: str, seed: int, budget: str, cost: str, epochs
     if predicted is not None:
         row["predicted"] = predicted["predicted"]
     return row
+
+
+def run_key(dataset: str, target: str, seed: int, budget: str, cost: str, epochs: int | None) -> str:
+    """The cache key of one run: what determines its figures."""
+    return f"{dataset}|{float(target):g}|{seed}|{budget}|{cost if budget == 'hardware' else '-'}|{epochs or 0}"
+
+
+def load_cache(path: Path) -> dict[str, dict]:
+    """The finished runs of ``path`` (JSON lines ``{"key", "row"}``); a torn last line (a killed run) is skipped."""
+    out = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            out[rec["key"]] = rec["row"]
+    return out
 
 
 def fronts(rows: list[dict]) -> dict:
@@ -120,17 +142,28 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--hw-cost", default="energy", choices=("dram", "energy", "latency"))
     p.add_argument("--epochs", type=int, default=0, help="override the preset's epochs (0: preset)")
     p.add_argument("--out", type=Path, default=RESULTS / "hw_aware.json")
+    p.add_argument("--cache", type=Path, default=Path("runs/hw_aware/rows.jsonl"),
+                   help="finished runs, reused on restart (default runs/hw_aware/rows.jsonl)")
     args = p.parse_args(argv)
+    cache = load_cache(args.cache)
+    args.cache.parent.mkdir(parents=True, exist_ok=True)
     rows = []
     with tempfile.TemporaryDirectory(prefix="hw_aware_") as tmp:
         for ds in filter(None, args.datasets.split(",")):
             for target in filter(None, args.targets.split(",")):
                 for seed in range(args.seeds):
                     for budget in BUDGETS:
-                        rows.append(run_one(ds, target, seed, budget, args.hw_cost, args.epochs or None, Path(tmp)))
-                        r = rows[-1]
+                        key = run_key(ds, target, seed, budget, args.hw_cost, args.epochs)
+                        reused = key in cache
+                        if not reused:
+                            cache[key] = run_one(ds, target, seed, budget, args.hw_cost, args.epochs or None,
+                                                 Path(tmp))
+                            with args.cache.open("a") as f:
+                                f.write(json.dumps({"key": key, "row": cache[key]}) + "\n")
+                        rows.append(r := cache[key])
                         print(f"{ds} target {target} seed {seed} {budget}: test {r['test_acc']:.2f} energy "
-                              f"{r['energy_uj']:.2f} uJ bits {r['avg_bits']:.2f}", flush=True)
+                              f"{r['energy_uj']:.2f} uJ bits {r['avg_bits']:.2f}{' (cached)' if reused else ''}",
+                              flush=True)
     fr = fronts(rows)
     gains = {ds: equal_accuracy_gain(f) for ds, f in fr.items()}
     for ds, f in fr.items():

@@ -38,3 +38,25 @@ def test_equal_accuracy_gain_pairs_points_within_the_tolerance():
     text = "\n".join(hw_aware.render(res))
     assert "| d | 2 | hardware | 2 | 79.90 +- 0.00 | 80.00 +- 0.00 | 2.00 | 0.990-1.010x |" in text
     assert "d 1.250x" in text and "MISSED" in text
+
+
+def test_hw_aware_restarts_from_its_cache_and_skips_a_torn_line(tmp_path, monkeypatch):
+    calls = []
+
+    def fake_run(dataset, target, seed, budget, cost, epochs, work):
+        calls.append((dataset, target, seed, budget))
+        return _row(budget, float(target), seed, 80.0 + seed, 100.0 if budget == "memory" else 90.0)
+
+    monkeypatch.setattr(hw_aware, "run_one", fake_run)
+    monkeypatch.setattr(hw_aware, "plot", lambda *a: None)
+    cache = tmp_path / "rows.jsonl"
+    argv = ["--datasets", "d", "--targets", "2", "--seeds", "2", "--out", str(tmp_path / "a.json"), "--cache",
+            str(cache)]
+    first = hw_aware.main(argv)
+    assert len(calls) == 4 and len(cache.read_text().splitlines()) == 4
+    with cache.open("a") as f:
+        f.write('{"key": "d|4|0|mem')  # a run killed while writing its line
+    calls.clear()
+    again = hw_aware.main([*argv[:5], "3", *argv[6:]])  # a third seed: only its two runs are new
+    assert calls == [("d", "2", 2, "memory"), ("d", "2", 2, "hardware")]
+    assert again["rows"][:4] == first["rows"] and len(again["rows"]) == 6
