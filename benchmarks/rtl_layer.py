@@ -7,7 +7,8 @@
 seconds from ``start`` to ``done``), plus ``first_run_s`` (an empty build cache: build + run) and ``build_s``
 (``first_run_s`` minus the wall time of a second, cached run). Without ``--export`` a Cora GCN is A2Q-quantized
 for 2 epochs and exported first (the project's pipeline steps, as ``benchmarks/rtl_sim.py``; ``--datasets cora
-citeseer`` for more).
+citeseer`` for more). Records of other exports already in ``--out`` are kept (each record names its command), so
+one data set can be re-measured without re-running the others.
 """
 
 from __future__ import annotations
@@ -41,6 +42,20 @@ def _skip(out: dict, export: Path, layer: int, sim: str, why: str) -> None:
     """Record (and print) a layer the benchmark does not run on ``sim``, with the reason."""
     out["skipped"].append({"export": export.name, "layer": layer, "simulator": sim, "why": why})
     print(f"{export.name} layer {layer} {sim}: skipped ({why})")
+
+
+def merge_previous(out: dict, path: Path, measured: set[str]) -> dict:
+    """``out`` plus the records, skips and note of the exports in the results file at ``path`` that this run did not
+    measure (``measured``: export file names); the kept records keep the command that measured them."""
+    if not path.exists():
+        return out
+    old = json.loads(path.read_text())
+    kept = [{"command": old["command"], **r} for r in old.get("records", []) if r["export"] not in measured]
+    if not kept:
+        return out
+    skipped = [s for s in old.get("skipped", []) if s["export"] not in measured]
+    note = {"note": old["note"]} if old.get("note") else {}
+    return {**out, **note, "records": kept + out["records"], "skipped": skipped + out["skipped"]}
 
 
 def main(argv: list[str] | None = None) -> Path:
@@ -96,6 +111,9 @@ def main(argv: list[str] | None = None) -> Path:
                 print(f"{export.name} layer {li} {sim}: bit-exact {rec['bit_exact']}, RTL {rec['rtl_cycles']} vs "
                       f"model {rec['model_cycles']} cycles (scheduler {rec['scheduler_cycles']:.0f}), "
                       f"{rec['sim_cycles_per_s']:.0f} cycles/s, build {rec['build_s']:.1f} s")
+    for rec in out["records"]:
+        rec["command"] = out["command"]
+    out = merge_previous(out, Path(args.out), {e.name for e in exports})
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=1))
     print(f"wrote {args.out}")
@@ -116,7 +134,9 @@ def render(res: dict) -> list[str]:
     from benchmarks._common import table_head
 
     out = ["### Whole layers on the RTL accelerator top (issue 37)", "",
-           f"Command: `{res['command']}` (file: `benchmarks/results/rtl_layer.json`). `hw/rtl/accel_top.v` runs each "
+           "Command: " + "; ".join(f"`{c}`" for c in dict.fromkeys(r.get("command", res["command"])
+                                                                   for r in res["records"]))
+           + " (file: `benchmarks/results/rtl_layer.json`). `hw/rtl/accel_top.v` runs each "
            "layer of the export from a memory image; outputs checked bit for bit against the export. `model` = "
            "`hw.timing.accel_top_layer_cycles` (this top's dataflow: per tile load, run, write back, in sequence); "
            "`cycle model` = `hw.scheduler` on the layer alone, MEGA preset and with the top's engine counts "
