@@ -16,7 +16,8 @@ Reported per dataset: the largest energy ratio (memory / hardware-aware) over ha
 memory point reaches within 0.3 pt, and the share of the export's energy that its learned bits can move at all
 (``benchmarks/hw_cost_fidelity.py``'s headroom, here for every run). Writes benchmarks/results/hw_aware.json.
 
-Every finished run is appended to ``--cache`` (default ``runs/hw_aware/rows.jsonl``) under its (dataset, target, seed,
+Rows of datasets this run does not measure are kept from ``--out`` (same ``--hw-cost``). Every finished run is
+appended to ``--cache`` (default ``runs/hw_aware/rows.jsonl``) under its (dataset, target, seed,
 budget, cost, epochs): a stopped sweep restarts where it stopped, and a wider one reuses the runs it shares.
 """
 
@@ -59,11 +60,41 @@ def run_one(dataset: str, target: str, seed: int, budget: str, cost: str, epochs
            "test_acc_integer": 100 * metrics["test_acc_integer"], "avg_bits": metrics["avg_bits"],
            "energy_uj": float(sim["energy_pj"]["total"]) / 1e6, "dram_bytes": int(sim["dram"]["total_bytes"]),
            "cycles": float(sim["total_cycles"]),
-           "headroom": headroom(wl)}
+           "headroom": headroom(wl), "energy_parts_pj": {k: float(v) for k, v in sim["energy_pj"].items()},
+           "dram_by_tensor": {k: int(v) for k, v in sim["dram"]["bytes_by_tensor"].items()}}
     predicted = (run.get("quant_summary") or {}).get("hw_cost")
     if predicted is not None:
         row["predicted"] = predicted["predicted"]
     return row
+
+
+DRAM_PARTS = ("input features (exact)", "learned feature streams", "XW rows", "weights", "edges", "outputs")
+
+
+def dram_part(label: str, num_layers: int) -> str:
+    """The part of the DRAM traffic a tensor label of the cycle model (``L0.x.bitmap``, ``condensed``, ...) belongs
+    to; only the learned feature streams (layer inputs after the first, and the writes that produce them) move with
+    the learned bits."""
+    if label in ("edges", "eids"):
+        return "edges"
+    if label == "weights":
+        return label
+    if label == "condensed" or ".xw." in label:
+        return "XW rows"
+    layer, kind = int(label.split(".")[0][1:]), label.split(".")[1]
+    if kind == "x":
+        return "input features (exact)" if layer == 0 else "learned feature streams"
+    return "outputs" if layer == num_layers - 1 else "learned feature streams"
+
+
+def dram_shares(row: dict) -> dict[str, float]:
+    """Share of a run's DRAM bytes per `DRAM_PARTS` entry."""
+    num_layers = 1 + max(int(k.split(".")[0][1:]) for k in row["dram_by_tensor"] if k.startswith("L"))
+    total = sum(row["dram_by_tensor"].values())
+    out = dict.fromkeys(DRAM_PARTS, 0.0)
+    for label, nbytes in row["dram_by_tensor"].items():
+        out[dram_part(label, num_layers)] += nbytes / total
+    return out
 
 
 def run_key(dataset: str, target: str, seed: int, budget: str, cost: str, epochs: int | None) -> str:
@@ -164,11 +195,18 @@ def main(argv: list[str] | None = None) -> dict:
                         print(f"{ds} target {target} seed {seed} {budget}: test {r['test_acc']:.2f} energy "
                               f"{r['energy_uj']:.2f} uJ bits {r['avg_bits']:.2f}{' (cached)' if reused else ''}",
                               flush=True)
+    command = "python benchmarks/hw_aware.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    measured = {r["dataset"] for r in rows}
+    old = json.loads(args.out.read_text()) if args.out.exists() else {}
+    kept = [r for r in old.get("rows", []) if r["dataset"] not in measured and old.get("hw_cost") == args.hw_cost]
+    if kept:  # other datasets of an earlier run on the same cost: one file, every row naming its command
+        rows = [{"command": old["command"], **r} for r in kept] + [{"command": command.strip(), **r} for r in rows]
+        command = "; then ".join(dict.fromkeys(r["command"] for r in rows))
     fr = fronts(rows)
     gains = {ds: equal_accuracy_gain(f) for ds, f in fr.items()}
     for ds, f in fr.items():
-        plot(f, ds, args.out.parent / f"hw_aware_{ds}.png")
-    command = "python benchmarks/hw_aware.py " + " ".join(argv if argv is not None else sys.argv[1:])
+        if ds in measured:
+            plot(f, ds, args.out.parent / f"hw_aware_{ds}.png")
     payload = {"command": command.strip(), "machine": machine(), "hw_cost": args.hw_cost, "rows": rows,
                "fronts": fr, "equal_accuracy_gain": gains,
                "goal_met": sum(g is not None and g >= GOAL_RATIO for g in gains.values()) >= 2}
@@ -196,6 +234,19 @@ def render(res: dict) -> list[str]:
                 out.append(f"| {ds} | {pt['target']:g} | {budget} | {pt['runs']} | {acc['mean']:.2f} +- "
                            f"{acc['std']:.2f} | {en['mean']:.2f} +- {en['std']:.2f} | {bits['mean']:.2f} | "
                            f"{lo:.3f}-{hi:.3f}x |")
+    with_parts = [r for r in res["rows"] if "dram_by_tensor" in r]
+    if with_parts:
+        out += ["", "Where the simulated energy goes (mean over the runs of each dataset, MEGA preset): DRAM's share "
+                "of the energy, then the share of the DRAM bytes per part; only the learned feature streams move with "
+                "the learned bits.", ""]
+        out += table_head("dataset", "runs", "DRAM share of energy", *DRAM_PARTS)
+        for ds in res["fronts"]:
+            mine = [r for r in with_parts if r["dataset"] == ds]
+            if not mine:
+                continue
+            energy = np.mean([r["energy_parts_pj"]["dram"] / r["energy_parts_pj"]["total"] for r in mine])
+            shares = [np.mean([dram_shares(r)[part] for r in mine]) for part in DRAM_PARTS]
+            out.append(f"| {ds} | {len(mine)} | {energy:.1%} | " + " | ".join(f"{v:.1%}" for v in shares) + " |")
     gains = ", ".join(f"{ds} {g:.3f}x" if g is not None else f"{ds} (no pair)" for ds, g in
                       res["equal_accuracy_gain"].items())
     out += ["", f"Energy at equal accuracy (+-{ACC_TOLERANCE_PT} pt), memory / hardware-aware, best pair per "

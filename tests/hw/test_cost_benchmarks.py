@@ -60,3 +60,35 @@ def test_hw_aware_restarts_from_its_cache_and_skips_a_torn_line(tmp_path, monkey
     again = hw_aware.main([*argv[:5], "3", *argv[6:]])  # a third seed: only its two runs are new
     assert calls == [("d", "2", 2, "memory"), ("d", "2", 2, "hardware")]
     assert again["rows"][:4] == first["rows"] and len(again["rows"]) == 6
+
+
+def test_dram_parts_put_every_tensor_of_a_two_layer_gcn_in_one_part():
+    labels = {"L0.x.packages": 10, "L0.x.bitmap": 40, "L0.x.boundary": 5, "weights": 50, "L0.xw.packages": 30,
+              "L0.xw.bitmap": 4, "L0.xw.boundary": 11, "eids": 2, "condensed": 56, "edges": 13, "L0.out.packages": 3,
+              "L0.out.bitmap": 2, "L0.out.boundary": 1, "L1.x.packages": 3, "L1.x.bitmap": 2, "L1.x.boundary": 1,
+              "L1.xw.packages": 4, "L1.xw.bitmap": 1, "L1.xw.boundary": 1, "L1.out.dense": 7}
+    row = {"dram_by_tensor": labels, "energy_parts_pj": {"dram": 9.0, "total": 10.0}}
+    shares = hw_aware.dram_shares(row)
+    total = sum(labels.values())
+    assert shares["learned feature streams"] == pytest.approx(12 / total)  # L0.out.* written, L1.x.* read
+    assert shares["input features (exact)"] == pytest.approx(55 / total)
+    assert shares["XW rows"] == pytest.approx(107 / total) and shares["outputs"] == pytest.approx(7 / total)
+    assert shares["edges"] == pytest.approx(15 / total) and sum(shares.values()) == pytest.approx(1.0)
+    rows = [{**_row("memory", 2.0, 0, 80.0, 100.0), **row}]
+    res = {"command": "c", "hw_cost": "energy", "rows": rows, "fronts": hw_aware.fronts(rows),
+           "equal_accuracy_gain": {"d": None}, "goal_met": False}
+    assert f"| d | 1 | 90.0% | {55 / total:.1%} | {12 / total:.1%} |" in "\n".join(hw_aware.render(res))
+
+
+def test_hw_aware_keeps_the_rows_of_datasets_it_does_not_measure(tmp_path, monkeypatch):
+    monkeypatch.setattr(hw_aware, "run_one", lambda ds, target, seed, budget, *a: {
+        **_row(budget, float(target), seed, 80.0, 100.0), "dataset": ds})
+    monkeypatch.setattr(hw_aware, "plot", lambda *a: None)
+    common = ["--targets", "2", "--seeds", "1", "--out", str(tmp_path / "a.json"), "--cache", str(tmp_path / "c")]
+    hw_aware.main(["--datasets", "d", *common])
+    both = hw_aware.main(["--datasets", "e", *common])
+    assert [(r["dataset"], r["command"].split()[3]) for r in both["rows"]] == [("d", "d"), ("d", "d"), ("e", "e"),
+                                                                               ("e", "e")]
+    assert set(both["fronts"]) == {"d", "e"} and "; then " in both["command"]
+    again = hw_aware.main(["--datasets", "d", "--hw-cost", "dram", *common])  # another cost: nothing kept
+    assert {r["dataset"] for r in again["rows"]} == {"d"}
