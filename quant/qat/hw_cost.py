@@ -29,6 +29,7 @@ from torch import Tensor, nn
 from quant.qat.quantizers import round_half_away
 
 ENTRY_POINT_GROUP = "quant.hardware_costs"
+PROJECTION_RESOLUTION = 1 / 64  # bits: how close the projection's common shift gets to the smallest that fits
 REFRESH_EVERY = 10  # rebuild the closed form's constants (non-zeros, runs of equal bits) every this many steps
 
 
@@ -230,50 +231,54 @@ class HardwareCost:
         return weight * torch.relu(cost / self.budget_now() - 1.0) ** 2
 
     @torch.no_grad()
-    def project_(self, max_rounds: int = 6) -> float:
-        """Shift every learned bitwidth by one common amount so that the cost is the largest achievable one not
-        above the budget: `_shift_once` on the cost linearised at the current bits, repeated while the exact cost
-        (burst rounding and the pipeline's max are not linear) stays over. Returns C / B after it. The closed
-        form's constants follow the bits every `REFRESH_EVERY` evaluations."""
+    def project_(self) -> float:
+        """Shift every learned bitwidth by one common amount ``d`` so that the cost is the largest achievable one
+        not above the budget, to `PROJECTION_RESOLUTION` bits of ``d`` (every row at 1 bit if none is). Returns
+        C / B after it.
+
+        The cost falls with ``d`` in steps (rounded bits, burst rounding, the pipeline's max): a search on the
+        exact closed form, galloping out from ``d = 0`` (the bits move little between steps) and then bisecting,
+        finds the smallest ``d`` that meets the budget; ``d`` is then moved to the middle of its interval between
+        rounding breakpoints (``d = b_i - (k + 1/2)``, where the cost is constant), so no row sits on a rounding
+        tie. A linearisation instead asked rows with few non-zeros (marginal cost near 0) to drop several bits to
+        cover one burst-rounding step, drove them to 1 bit, where no code is non-zero, and the model never
+        recovered. The closed form's constants follow the bits every `REFRESH_EVERY` evaluations."""
         self._tick()
-        margin = 0.0
-        for _ in range(max_rounds):
-            self._shift_once(margin)
-            self.projected_ratio = self.ratio()
-            if self.projected_ratio <= 1.0:
-                break
-            # aim lower by what the linearisation missed (burst-rounded bytes fall in steps), doubling each round
-            margin = 2.0 * margin + (self.projected_ratio - 1.0) * self.budget_now()
-        return self.projected_ratio
-
-    def _shift_once(self, margin: float = 0.0) -> None:
-        """One common shift of every learned bitwidth so that the cost, linearised at the current bits (each row
-        weighted by its marginal cost), is the largest achievable one not above the budget less ``margin``."""
-        from quant.qat.budget import budget_shift, stored_average
-
-        with torch.enable_grad():  # the marginal cost of one more stored bit on every node
-            leaves = [round_half_away(node_bits(q)).double().requires_grad_() for q in self.learned]
-            cost = self.evaluate(leaves, refresh=False)[self.key]
-            grads = torch.autograd.grad(cost, leaves)
-        rows, weights = [], []
-        for q, g in zip(self.learned, grads, strict=True):
-            g = g.detach().clamp_min(0.0)
-            if q.scheme == "degree":  # a table row costs what its nodes cost
-                from quant.qat.degree_aware import degree_bucket
-
-                idx = degree_bucket(q.ctx.in_deg.to(g.device), q.num_buckets, q.bucket_scheme)
-                g = g.new_zeros(q.num_buckets).index_add_(0, idx, g)
-            rows.append(q.bits.detach().abs().view(-1))
-            weights.append(g.view(-1).to(rows[-1].device) + 1e-12)
-        bits, w = torch.cat(rows), torch.cat(weights)
-        zero = torch.zeros_like(w)
+        start = [q.bits.detach().abs().clone() for q in self.learned]
         max_bits = self.learned[0].max_bits
-        now = stored_average(bits, w, zero, max_bits)
-        budget = self.budget_now() - margin
-        target = now + (budget - float(cost.detach())) / float(w.sum())  # weighted stored average at the budget
-        d = budget_shift(bits, w, zero, target, max_bits)
-        for q in self.learned:
-            q.bits.copy_((q.bits.abs() - d).clamp(0.5 + 1e-3, max_bits + 0.5 - 1e-3))
+        flat = torch.cat([b.view(-1) for b in start]).double()
+        top, floor = float(flat.min()) - max_bits, float(flat.max()) - 1.0  # d with every row at max_bits / 1 bit
+
+        def ratio_at(d: float) -> float:
+            for q, b in zip(self.learned, start, strict=True):
+                q.bits.copy_((b - d).clamp(0.5 + 1e-3, max_bits + 0.5 - 1e-3))
+            return self.ratio()
+
+        step = PROJECTION_RESOLUTION
+        if ratio_at(0.0) <= 1.0:  # fits: raise the bits while they still fit; the answer stays in (lo, hi]
+            lo, hi = -step, 0.0
+            while lo > top and ratio_at(lo) <= 1.0:
+                hi, lo, step = lo, max(lo - 2 * step, top), 2 * step
+            if lo <= top and ratio_at(top) <= 1.0:
+                hi = lo = top
+        else:  # over: lower them until they fit (the floor if nothing does)
+            lo, hi = 0.0, min(step, floor)
+            while hi < floor and ratio_at(hi) > 1.0:
+                lo, hi, step = hi, min(hi + 2 * step, floor), 2 * step
+            hi = max(hi, 0.0)
+        while hi - lo > PROJECTION_RESOLUTION:
+            mid = 0.5 * (lo + hi)
+            if ratio_at(mid) <= 1.0:
+                hi = mid
+            else:
+                lo = mid
+        k = torch.arange(1, max_bits, dtype=torch.float64, device=flat.device)
+        points = (flat[:, None] - (k[None, :] + 0.5)).reshape(-1)  # where some row's rounded bits change
+        below, above = points[points <= hi], points[points > hi]
+        left = float(below.max()) if below.numel() else hi - 0.5
+        right = float(above.min()) if above.numel() else hi + 0.5
+        self.projected_ratio = ratio_at(0.5 * (left + right))  # the same cost as at hi: no breakpoint between
+        return self.projected_ratio
 
     def budget_ratio(self) -> float:
         """What model selection compares with 1: C / B after the last projection (the non-zeros of the next
