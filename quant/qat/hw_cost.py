@@ -6,8 +6,8 @@ form on torch tensors, with straight-through rounding, so that its gradient reac
 uses it in place of A2Q's memory in KB:
 
 * ``bits_control="project"``: after every optimiser step, one common shift of the bitwidths brings the cost to its
-  budget, the projection of `quant.qat.budget` with each row weighted by its marginal cost (the autograd gradient
-  of the cost), instead of by its element count;
+  budget, as `quant.qat.budget` does for the memory budget, searched on the exact closed form
+  (`HardwareCost.project_`);
 * ``bits_control="penalty"``: ``a * relu(C / B - 1)^2`` (the A2Q hinge on the cost ratio).
 
 ``quant`` never imports ``hw``: the closed form is found through the entry point group ``quant.hardware_costs``
