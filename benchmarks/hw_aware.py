@@ -245,7 +245,8 @@ def render(res: dict) -> list[str]:
             if not mine:
                 continue
             energy = np.mean([r["energy_parts_pj"]["dram"] / r["energy_parts_pj"]["total"] for r in mine])
-            shares = [np.mean([dram_shares(r)[part] for r in mine]) for part in DRAM_PARTS]
+            per_run = [dram_shares(r) for r in mine]
+            shares = [np.mean([run[part] for run in per_run]) for part in DRAM_PARTS]
             out.append(f"| {ds} | {len(mine)} | {energy:.1%} | " + " | ".join(f"{v:.1%}" for v in shares) + " |")
     gains = ", ".join(f"{ds} {g:.3f}x" if g is not None else f"{ds} (no pair)" for ds, g in
                       res["equal_accuracy_gain"].items())

@@ -249,10 +249,12 @@ class HardwareCost:
         flat = torch.cat([b.view(-1) for b in start]).double()
         top, floor = float(flat.min()) - max_bits, float(flat.max()) - 1.0  # d with every row at max_bits / 1 bit
 
+        budget = self.budget_now()  # follows the non-zeros and constants, which the shift does not move
+
         def ratio_at(d: float) -> float:
             for q, b in zip(self.learned, start, strict=True):
                 q.bits.copy_((b - d).clamp(0.5 + 1e-3, max_bits + 0.5 - 1e-3))
-            return self.ratio()
+            return float(self.evaluate(refresh=False)[self.key]) / budget
 
         step = PROJECTION_RESOLUTION
         if ratio_at(0.0) <= 1.0:  # fits: raise the bits while they still fit; the answer stays in (lo, hi]
