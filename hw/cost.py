@@ -8,11 +8,13 @@ codes times bitwidth) of every layer's input, so that a training loss can use it
 
 * **What depends on the learned bits**: a layer's input feature stream (Adaptive-Package value bits, the package
   headers / padding / boundary records of each run of equal-bitwidth nodes, decoder words), its bit-serial
-  combination cycles and energy, and the previous layer's write of that stream. Everything else (edges,
-  weights, the XW stream at its fixed bitwidth, Condense-Edge eIDs and spills, aggregation) is a constant computed
-  exactly from the graph, the configuration and the XW codes.
+  combination cycles and energy, and the previous layer's write of that stream; and, when XW's bits are learned
+  too (``QuantConfig.learn_xw_bits``), the XW stream: its write, read and Condense-Edge re-reads, its decoding and
+  its Combination Buffer traffic. Everything else (edges, weights, Condense-Edge eIDs and spills, aggregation) is
+  a constant computed exactly from the graph, the configuration and the XW codes.
 * **Where it is not exact**: per-node byte coefficients and run padding are taken at the bits the model was built
-  with (:class:`CostModel` is rebuilt when bits or non-zeros move); DRAM requests of a tile are charged
+  with, and so are the XW row bytes that Condense-Edge gathers and spills (:class:`CostModel` is rebuilt when
+  bits or non-zeros move); DRAM requests of a tile are charged
   ``row miss + latency + bytes / bandwidth`` with a per-phase bus bound in place of the cycle model's bus calendar;
   layers run one after another (the cycle model lets a layer's combination start under the previous layer's
   aggregation). Measured against the cycle model: ``benchmarks/hw_cost_fidelity.py``.
@@ -133,8 +135,11 @@ class LayerStatics:
     f_out: int
     starts: np.ndarray  # (T,) first node of each tile
     x: StreamStatics  # the layer's input stream on its own tiles
+    xw: StreamStatics  # the layer's XW stream on its own tiles
+    xw_vb: np.ndarray  # (N,) the XW value bits it was built with
+    xw_passes: int  # times the XW stream is read: once, plus one re-read per extra Condense-Edge group
     out: StreamStatics | None  # the next layer's input stream on this layer's tiles (None: 32-bit accumulators)
-    dram: dict  # constant DRAM bytes moved by kind (weights, xw, edges, eids, condensed)
+    dram: dict  # constant DRAM bytes moved by kind (weights, edges, eids, condensed)
     sram: dict  # buffer name -> bytes accessed, constant part
     phase_c: dict  # per-tile (T,) constant service cycles / bytes of phase C (see CostModel._layer)
     phase_a: dict
@@ -188,18 +193,22 @@ class CostModel:
         return cls(cfg, layers)
 
     # ---- evaluation ----------------------------------------------------------------------------------------
-    def evaluate(self, value_bits: Sequence, ops: ArrayOps = NUMPY) -> dict:
+    def evaluate(self, value_bits: Sequence, ops: ArrayOps = NUMPY, xw_value_bits: Sequence | None = None) -> dict:
         """Cost of per-layer input value bits ``value_bits[l]`` (N,) = non-zero codes x bitwidth of each node
-        (layer l's input; layer l also writes layer l+1's). Returns ``dram_bytes``, ``energy_pj``, ``cycles`` (the
-        backend's scalars) and per-layer parts (``layers``)."""
-        if len(value_bits) != len(self.layers):
+        (layer l's input; layer l also writes layer l+1's) and, optionally, of the XW rows ``xw_value_bits[l]`` (N,)
+        (None, or None for a layer: the XW bits it was built with). Returns ``dram_bytes``, ``energy_pj``,
+        ``cycles`` (the backend's scalars) and per-layer parts (``layers``)."""
+        if len(value_bits) != len(self.layers) or (xw_value_bits is not None
+                                                   and len(xw_value_bits) != len(self.layers)):
             raise ValueError(f"hw.cost: {len(value_bits)} value-bit vectors for {len(self.layers)} layers")
         cfg = self.cfg
         dram = energy = 0.0
         prev_end, prev_starts, layers = None, None, []
         for li, st in enumerate(self.layers):
             out_vb = value_bits[li + 1] if li + 1 < len(self.layers) else None
-            part = _layer_cost(cfg, st, value_bits[li], out_vb, ops, prev_end, prev_starts)
+            xw_vb = xw_value_bits[li] if xw_value_bits is not None else None
+            xw_vb = ops.asarray(st.xw_vb) if xw_vb is None else xw_vb
+            part = _layer_cost(cfg, st, value_bits[li], out_vb, xw_vb, ops, prev_end, prev_starts)
             prev_end, prev_starts = part.pop("tile_end"), st.starts
             dram, energy = dram + part["dram_bytes"], energy + part["energy_pj"]
             layers.append(part)
@@ -237,9 +246,8 @@ def _layer_statics(cfg, indptr, indices, x_nnz, x_bits, f_in, xw_nnz, xw_bits, f
     rows = np.diff(np.r_[starts, n])
     x = stream_statics(x_nnz, x_bits, f_in, starts)
     out = stream_statics(nxt[0], nxt[1], nxt[2], starts) if nxt is not None else None
+    xw = stream_statics(xw_nnz, xw_bits, f_out, starts)
     xw_vb = np.asarray(xw_nnz, np.float64) * np.asarray(xw_bits, np.float64)
-    xwl = _stream_tiles(stream_statics(xw_nnz, xw_bits, f_out, starts), xw_vb, starts, NUMPY, a)
-    xw_moved, dec_xw, xw_stream = xwl["moved"], xwl["decode"], xwl["bytes"]
     xw_row_bytes = -(-f_out // 8) + (np.asarray(xw_nnz, np.int64) * np.asarray(xw_bits, np.int64) + 7) // 8 + 1
     w_bytes = -(-f_in * f_out * w_bits // 8)
     w_fits = w_bytes <= cfg.buffer_bytes["weight"]
@@ -287,25 +295,21 @@ def _layer_statics(cfg, indptr, indices, x_nnz, x_bits, f_in, xw_nnz, xw_bits, f
     acc = (e1 - e0) * f_out
     out_dense = None if out is not None else _moved_np(4 * f_out * rows, a)
 
-    dram = {"weights": float(w_moved if w_fits else w_moved * nt), "xw_write": float(xw_moved.sum()),
-            "xw_read": float(xw_moved.sum()), "xw_reread": float(xw_moved.sum()) * (len(groups) - 1),
+    dram = {"weights": float(w_moved if w_fits else w_moved * nt),
             "eids": float(eid_moved.sum()), "condensed": float(spill_moved.sum() + cond_read.sum()),
             "edges": float(edges_moved.sum())}
     sram = {"weight": (min(w_bytes, cfg.buffer_bytes["weight"]) if w_fits else min(w_bytes, cfg.buffer_bytes[
-        "weight"]) * nt) + w_bytes * nt, "combination": int(xw_stream.sum()),
+        "weight"]) * nt) + w_bytes * nt,
             "sparse": int(sparse_writes + on_chip.sum()), "edge": int(edge_bytes.sum()),
             "aggregation": int(2 * acc.sum() * cfg.psum_bits // 8)}
-    # per-tile engine cycles that no bit moves: the requant of a tile's rows and the decoding of its XW block
+    # per-tile engine cycles that no bit moves: the requant of a tile's rows
     requant = np.array([requant_cycles(int(r) * f_out) // cfg.num_requant_units for r in rows], np.float64)
-    decode_xw = np.ceil(dec_xw / cfg.num_decoders)
     phase_c = {"rows": rows, "weights_moved": np.where(np.arange(nt) == 0, w_moved, w_moved if not w_fits else 0),
-               "xw_moved": xw_moved, "decode_xw": decode_xw, "eid_moved": eid_moved[0], "spill_moved": spill_moved[0],
-               "requant": requant}
-    phase_a = {"moved": edges_moved + xw_moved + cond_read, "decode_xw": decode_xw, "beats": beats,
-               "requant": requant}
-    extra = [{"reread": xw_moved, "eid_moved": eid_moved[g], "spill_moved": spill_moved[g]}
-             for g in range(1, len(groups))]
-    return LayerStatics(n=n, f_in=f_in, f_out=f_out, starts=starts, x=x, out=out, dram=dram, sram=sram,
+               "eid_moved": eid_moved[0], "spill_moved": spill_moved[0], "requant": requant}
+    phase_a = {"moved": edges_moved + cond_read, "beats": beats, "requant": requant}  # + the XW block
+    extra = [{"eid_moved": eid_moved[g], "spill_moved": spill_moved[g]} for g in range(1, len(groups))]
+    return LayerStatics(n=n, f_in=f_in, f_out=f_out, starts=starts, x=x, xw=xw, xw_vb=xw_vb,
+                        xw_passes=len(groups), out=out, dram=dram, sram=sram,
                         phase_c=phase_c, phase_a=phase_a, extra_passes=extra, agg_ops=int(acc.sum()),
                         weight_bytes=w_bytes, weight_fits=w_fits, out_dense_bytes=out_dense)
 
@@ -321,7 +325,7 @@ def _stream_tiles(s: StreamStatics, value_bits, starts, ops: ArrayOps, access: i
     return {"bytes": packages + bitmap + boundary, "moved": moved, "decode": decode}
 
 
-def _layer_cost(cfg, st: LayerStatics, x_vb, out_vb, ops: ArrayOps, prev_end, prev_starts) -> dict:
+def _layer_cost(cfg, st: LayerStatics, x_vb, out_vb, xw_vb, ops: ArrayOps, prev_end, prev_starts) -> dict:
     """Bytes, energy and the per-tile end cycles of one layer."""
     a, bpc = cfg.dram_access_bytes, cfg.bytes_per_cycle
     request = cfg.dram_row_miss_cycles + cfg.dram_latency_cycles  # fixed cycles of a request besides its transfer
@@ -336,15 +340,17 @@ def _layer_cost(cfg, st: LayerStatics, x_vb, out_vb, ops: ArrayOps, prev_end, pr
         out_moved, out_decode, out_bytes = out["moved"], out["decode"], out["bytes"]
     else:
         out_moved, out_decode, out_bytes = ops.asarray(st.out_dense_bytes), 0 * work, 0 * work
+    xw = _stream_tiles(st.xw, xw_vb, st.starts, ops, a)  # written in phase C, read in A, re-read per extra pass
+    xw_moved, decode_xw = xw["moved"], ops.ceil(xw["decode"] / ndec)
 
     # cycles: phase C (load_x -> decoder -> combination -> writeback_c) then the extra Condense-Edge passes, then
     # phase A (load_a -> decoder -> aggregation -> writeback_a); the same pipeline recurrence as hw.pipeline
     c, pa = st.phase_c, st.phase_a
     load_moved = x["moved"] + ops.asarray(c["weights_moved"])
-    wb_moved = ops.asarray(c["xw_moved"] + c["eid_moved"] + c["spill_moved"])
+    wb_moved = xw_moved + ops.asarray(c["eid_moved"] + c["spill_moved"])
     services_c = [request + load_moved / bpc, ops.ceil(x["decode"] / ndec),
                   (ops.ceil(work * passes / ncpe) + 1) * (work > 0),
-                  _maximum(_maximum(request + wb_moved / bpc, ops.asarray(c["decode_xw"])),
+                  _maximum(_maximum(request + wb_moved / bpc, decode_xw),
                            ops.asarray(np.maximum(c["requant"], c["rows"])))]
     ready = _ready(prev_end, prev_starts, st.starts, st.n)
     end_c = _pipeline(services_c, ready)
@@ -352,20 +358,21 @@ def _layer_cost(cfg, st: LayerStatics, x_vb, out_vb, ops: ArrayOps, prev_end, pr
     end_c_max = max(max(end_c), min(ready) + request + bus_c)
     group_done, free = [end_c_max], end_c_max
     for ex in st.extra_passes:  # one re-read engine, passes one after another
-        svc = [request + ops.asarray(ex["reread"]) / bpc,
+        svc = [request + xw_moved / bpc,
                _maximum(ops.asarray(c["rows"].astype(np.float64)),
                         request + ops.asarray(ex["eid_moved"] + ex["spill_moved"]) / bpc)]
         ends = _pipeline(svc, [max(e, free) for e in end_c])
         free = ends[-1]
         group_done.append(max(ends))
     a_ready = [group_done[d // cfg.num_eid_fifos] for d in range(st.starts.size)]
-    services_a = [request + ops.asarray(pa["moved"]) / bpc, ops.asarray(pa["decode_xw"]),
+    a_moved = ops.asarray(pa["moved"]) + xw_moved
+    services_a = [request + a_moved / bpc, decode_xw,
                   ops.asarray(np.ceil(pa["beats"] / groups)),
                   _maximum(_maximum(request + out_moved / bpc, ops.ceil(out_decode / ndec)),
                            ops.asarray(pa["requant"]))]
     end_a = _pipeline(services_a, a_ready)
-    bus_a = (ops.asarray(pa["moved"]).sum() + out_moved.sum()) / bpc
-    bus_extra = sum(ops.asarray(ex["reread"] + ex["eid_moved"] + ex["spill_moved"]).sum() for ex in st.extra_passes)
+    bus_a = (a_moved.sum() + out_moved.sum()) / bpc
+    bus_extra = sum(xw_moved.sum() + ops.asarray(ex["eid_moved"] + ex["spill_moved"]).sum() for ex in st.extra_passes)
     last = max(end_a)
     # bandwidth bounds: phase A on its own, and the whole layer (its phases share one bus)
     bound = max(min(a_ready) + request + bus_a, min(ready) + request + bus_c + bus_extra / bpc + bus_a)
@@ -373,9 +380,10 @@ def _layer_cost(cfg, st: LayerStatics, x_vb, out_vb, ops: ArrayOps, prev_end, pr
         end_a = [e + (bound - last) for e in end_a]
 
     # bytes and energy
-    dram = sum(st.dram.values()) + x["moved"].sum() + out_moved.sum()
+    dram = sum(st.dram.values()) + x["moved"].sum() + out_moved.sum() + (1 + st.xw_passes) * xw_moved.sum()
     bufs = cfg.buffer_bytes
     sram_pj = sum(v * sram_pj_per_byte(bufs[k]) for k, v in st.sram.items())
+    sram_pj = sram_pj + xw["bytes"].sum() * sram_pj_per_byte(bufs["combination"])
     sram_pj = sram_pj + 2 * x["bytes"].sum() * sram_pj_per_byte(bufs["input"])  # load_x writes, the decoder reads
     energy = (dram * 8 * HBM_PJ_PER_BIT + sram_pj + op_pj("bse_cycle") * work.sum() * st.f_out
               + (op_pj("mult_int8") + op_pj("add_int16")) * st.agg_ops + op_pj("add_int8") * x["bytes"].sum())

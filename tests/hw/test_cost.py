@@ -64,6 +64,39 @@ def test_bits_move_the_cost_as_the_cycle_model_says(workload):
         assert _predicted(raised, BASE)[key] == pytest.approx(sim1[key], rel=0.01), key
 
 
+def _xw_at(workload, bits_of):
+    """``workload`` with every layer's XW rows at ``bits_of(layer)`` (N,) bits, codes clipped to them."""
+    layers = []
+    for lt in workload.layers:
+        bits = bits_of(lt)
+        top = (1 << (bits - 1)) - 1
+        layers.append(replace(lt, xw_bits=bits, xw_codes=np.clip(lt.xw_codes, -top[:, None], top[:, None])
+                              .astype(lt.xw_codes.dtype)))
+    return replace(workload, layers=tuple(layers))
+
+
+@pytest.mark.parametrize("name", ["mega", "two_fifos"])
+def test_learned_xw_bits_move_the_cost_as_the_cycle_model_says(workload, name):
+    """XW value bits as a variable: the closed form built at per-node XW bits (random, 2..7) and evaluated at the
+    XW value bits of one more bit on every row (the runs of equal bits stay where they were) follows the cycle
+    model's simulation of the workload at those bits within 1 % (DRAM, energy), and rebuilt there it does too.
+    ``two_fifos``: the XW stream is re-read by an extra Condense-Edge pass."""
+    cfg = CONFIGS[name]
+    rng = np.random.default_rng(3)
+    base = _xw_at(workload, lambda lt: rng.integers(2, 8, lt.xw_bits.size))
+    wider = replace(base, layers=tuple(replace(lt, xw_bits=lt.xw_bits + 1) for lt in base.layers))
+    vb = [np.count_nonzero(t.x_codes, axis=1).astype(np.float64) * t.x_bits for t in base.layers]
+    model = CostModel.from_workload(base, cfg)
+    default = model.evaluate(vb)
+    assert float(model.evaluate(vb, xw_value_bits=[None] * len(vb))["energy_pj"]) == float(default["energy_pj"])
+    xw_vb = [np.count_nonzero(t.xw_codes, axis=1) * t.xw_bits.astype(np.float64) for t in wider.layers]
+    got, sim0, sim1 = model.evaluate(vb, xw_value_bits=xw_vb), _simulated(base, cfg), _simulated(wider, cfg)
+    for key in ("dram_bytes", "energy_pj"):
+        assert sim1[key] > sim0[key] and got[key] > default[key], key
+        assert got[key] == pytest.approx(sim1[key], rel=0.01), key
+        assert _predicted(wider, cfg)[key] == pytest.approx(sim1[key], rel=0.01), key
+
+
 def test_package_bytes_are_exact_at_the_bits_of_the_statics():
     """stream_statics + the per-bit coefficient reproduce the encoder's package and boundary bytes exactly."""
     rng = np.random.default_rng(0)
