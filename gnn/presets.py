@@ -22,6 +22,7 @@ DENSE_INPUT_DENSITY = 0.1  # fraction of non-zero input features above which inp
 QUANT_MIN_HIDDEN = 64  # hidden width of learned-bit node models (all heads together), at least
 QUANT_FIXED_BITS = 8  # signed bits of weights and XW with learned feature bits
 XW_ARCHS = ("gcn", "gin")  # models with per-channel XW / input points that take xw_bits
+LEARNED_XW_START_BITS = 4  # where learned XW bits (--learn-xw-bits) start: the learned features' init, not the 8 above
 
 
 def feature_density(graph: GraphData) -> float:

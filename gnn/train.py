@@ -25,7 +25,7 @@ from gnn.data.loaders import load_dataset
 from gnn.data.registry import FEATURE_PREPROCESSING, DataError, dataset_names
 from gnn.experiment import format_table, run_experiment, run_jobs
 from gnn.models import CONVS, build_model
-from gnn.presets import describe, model_and_train_config, with_overrides
+from gnn.presets import LEARNED_XW_START_BITS, describe, model_and_train_config, with_overrides
 from gnn.rundir import RunDirError, check_run_dir
 from gnn.trainer import apply_quantization
 
@@ -85,6 +85,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="with --quant a2q/degree-aware and --model gcn/gin: signed bits of the per-channel points "
                         "(GCN's XW, the combination output before aggregation; GIN's input) (default 4, A2Q's; not "
                         "counted in the feature bits)")
+    p.add_argument("--learn-xw-bits", action="store_true",
+                   help="with --quant a2q/degree-aware and --model gcn: learn XW's bits per node and count them in "
+                        "--target-bits / the hardware cost, instead of A2Q's fixed per-channel XW width; they start "
+                        f"at --xw-bits, by default {LEARNED_XW_START_BITS} (the learned features' start: from the "
+                        "preset's 8 the first projections cut every row at once and Cora trained at chance for 70 "
+                        "epochs)")
     p.add_argument("--hw-cost", choices=("dram", "energy", "latency"),
                    help="with --quant a2q/degree-aware and --model gcn on a node task: hold the accelerator's DRAM "
                         "bytes, energy or latency (the closed form of hw/cost.py) to --hw-budget instead of the "
@@ -148,7 +154,9 @@ def main(argv: list[str] | None = None) -> dict:
                                    penalty_weight=args.penalty_weight, bits_control=args.bits_control,
                                    fp32_warmup_epochs=args.fp32_warmup or None,
                                    quantize_mlp_hidden=args.quantize_mlp_hidden or None,
-                                   weight_bits=args.weight_bits, xw_bits=args.xw_bits, hw_cost=args.hw_cost,
+                                   weight_bits=args.weight_bits,
+                                   xw_bits=args.xw_bits or (LEARNED_XW_START_BITS if args.learn_xw_bits else None),
+                                   learn_xw_bits=args.learn_xw_bits or None, hw_cost=args.hw_cost,
                                    hw_arch=args.arch if args.hw_cost else None, hw_config=args.hw_config,
                                    hw_budget=args.hw_budget)
         if train_cfg.quant != "none":  # a quantization setting this model cannot take fails here, before any run

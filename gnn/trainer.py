@@ -36,7 +36,7 @@ DEFAULT_FIXED_BITS = 4  # QuantConfig's weight_bits / xw_bits default (A2Q's cod
 # Settings that only a quant method reads, with their defaults; quant="none" refuses them set (target_bits,
 # bits_control and penalty_weight are ignored without one, as grids that run FP32 beside the methods pass them).
 QUANT_ONLY_FIELDS = {"fp32_warmup_epochs": 0, "quantize_mlp_hidden": False, "weight_bits": DEFAULT_FIXED_BITS,
-                     "xw_bits": DEFAULT_FIXED_BITS}
+                     "xw_bits": DEFAULT_FIXED_BITS, "learn_xw_bits": False}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,6 +70,8 @@ class TrainConfig:
             weights (per output channel) and of XW (per channel) (``QuantConfig.weight_bits`` / ``xw_bits``; A2Q's
             code keeps both at 4). They are not node features: the memory penalty and the average bits do not
             count them.
+        learn_xw_bits: with a learned-bit ``quant`` and a GCN, learn XW's bits per node instead (initialised at
+            ``xw_bits``, counted in the budget; ``QuantConfig.learn_xw_bits``).
         hw_cost, hw_arch, hw_config, hw_budget: with a learned-bit ``quant``, hold an accelerator's cost (DRAM
             bytes, energy or latency of the extension's hardware model) to a budget instead of the memory in KB
             (``QuantConfig.hw_cost`` and the fields after it; None: the memory budget).
@@ -92,6 +94,7 @@ class TrainConfig:
     quantize_mlp_hidden: bool = False
     weight_bits: int = DEFAULT_FIXED_BITS
     xw_bits: int = DEFAULT_FIXED_BITS
+    learn_xw_bits: bool = False
     hw_cost: str | None = None
     hw_arch: str = "mega"
     hw_config: str | None = None

@@ -272,6 +272,7 @@ def load_trained(run_dir: Path | str, seed_dir: str | None = None, data_root: st
                                  quantize_mlp_hidden=train.get("quantize_mlp_hidden", False),
                                  weight_bits=train.get("weight_bits", QuantConfig.weight_bits),
                                  xw_bits=train.get("xw_bits", QuantConfig.xw_bits),
+                                 learn_xw_bits=train.get("learn_xw_bits", False),
                                  hw_cost=train.get("hw_cost"), hw_arch=train.get("hw_arch") or QuantConfig.hw_arch,
                                  hw_config=train.get("hw_config"), hw_budget=train.get("hw_budget")), graph.data)
     _check_recorded_hash(subs[0])

@@ -30,6 +30,7 @@ from collections import Counter
 import torch
 from torch import Tensor, nn
 
+from quant.archs import ARCHS
 from quant.qat.a2q import FEATURE_SCHEMES, A2QQuantizer
 from quant.qat.budget import project_bits_, spread_model_ties_
 from quant.qat.config import QuantConfig
@@ -83,7 +84,8 @@ def _make_a2q(spec, cfg: QuantConfig, ctx: GraphContext, node_task: bool) -> A2Q
     if spec.scheme == "channel":
         return A2QQuantizer(scheme="channel", param_shape=(1, spec.width), init_bits=cfg.xw_bits,
                             unsigned=False, local=local, **common)
-    init = min(cfg.init_bits + int(spec.unsigned), cfg.max_bits)
+    init = cfg.xw_bits if spec.role == "xw" and cfg.learn_xw_bits else min(cfg.init_bits + int(spec.unsigned),
+                                                                          cfg.max_bits)
     if cfg.method == "degree-aware":
         return A2QQuantizer(scheme="degree", param_shape=(cfg.num_degree_buckets, 1), init_bits=init,
                             unsigned=spec.unsigned, local=local, num_buckets=cfg.num_degree_buckets,
@@ -96,13 +98,21 @@ def _make_a2q(spec, cfg: QuantConfig, ctx: GraphContext, node_task: bool) -> A2Q
                         **common)
 
 
+_CHANNEL_XW_ARCHS = tuple(name for name, spec in ARCHS.items() if spec.point_schemes.get("xw") == "channel")
+
+
 def _check_fixed_bits_apply(cfg: QuantConfig, specs) -> None:
     """A fixed bitwidth set away from its default must have a quantization point to act on (else it would be
     ignored): ``xw_bits`` needs a per-channel point (GCN's XW, GIN's input; GAT's XW learns its bits per node and
     GraphSAGE has none), ``attention_bits`` / ``edge_bits`` GAT's per-head points."""
     if cfg.is_dq:
         return  # QuantConfig refuses fixed bitwidths for Degree-Quant
-    takes = {"weight_bits": lambda s: s.scheme == "row", "xw_bits": lambda s: s.scheme == "channel",
+    if cfg.learn_xw_bits and not any(s.role == "xw" and s.scheme == "feature" and s.arch in _CHANNEL_XW_ARCHS
+                                     for s in specs):
+        raise ValueError("quantize_: learn_xw_bits learns the bits of GCN's per-channel XW; this model has no such "
+                         "point (GAT's XW learns per-node bits already); drop the option")
+    takes = {"weight_bits": lambda s: s.scheme == "row",
+             "xw_bits": lambda s: s.scheme == "channel" or (s.role == "xw" and cfg.learn_xw_bits),
              "attention_bits": lambda s: s.scheme == "head" and s.kind == "vector",
              "edge_bits": lambda s: s.scheme == "head" and s.kind != "vector"}
     for name, (value, default) in cfg.changed_fixed_bits().items():
@@ -139,7 +149,7 @@ def quantize_(model: nn.Module, cfg: QuantConfig, data=None) -> nn.Module:
     node_task = data is not None
     ctx = GraphContext(data.num_nodes, data.edge_index) if node_task else GraphContext()
     nonneg = bool(node_task and data.x is not None and data.x.numel() and data.x.min() >= 0)
-    specs = plan_points(model, cfg.quantize_first_input, nonneg, cfg.quantize_mlp_hidden)
+    specs = plan_points(model, cfg.quantize_first_input, nonneg, cfg.quantize_mlp_hidden, cfg.learn_xw_bits)
     if not specs:
         raise ValueError("quantize_: the model has no gnn.conv.QuantPoint modules; build it from gnn.models or "
                          "gnn.conv layers")

@@ -62,6 +62,9 @@ class QuantConfig:
         max_bits: upper clamp of every signed bitwidth (1 <= max_bits <= 8).
         weight_bits, xw_bits, attention_bits, edge_bits: fixed bitwidths of weights (per output channel), XW
             (per channel), GAT attention vectors (per head) and GAT edge scores (per head); A2Q keeps them fixed.
+        learn_xw_bits: learn GCN's XW bitwidths per node, as the input features' (initialised at ``xw_bits``,
+            signed, counted in the memory budget and the hardware cost) instead of A2Q's fixed per-channel width:
+            the XW rows are what the accelerator writes and re-reads most (``hw.cost``).
         lr_feature_step, lr_feature_bits, lr_weight_step, lr_xw_step, lr_attention_step, lr_edge_step: Adam
             learning rates of the quantizer parameter groups (weight decay 0).
         local_gradient: feature (and XW) quantizer parameters follow sign(x_q - x) (A2Q's Local Gradient) instead
@@ -99,6 +102,7 @@ class QuantConfig:
     max_bits: int = 8
     weight_bits: int = 4
     xw_bits: int = 4
+    learn_xw_bits: bool = False
     attention_bits: int = 4
     edge_bits: int = 4
     lr_feature_step: float = 0.04
@@ -140,6 +144,9 @@ class QuantConfig:
             raise ValueError(f"{name}: {', '.join(changed)} set fixed bitwidths of A2Q / degree-aware; "
                              f"{self.method} quantizes every tensor at its own INT width: drop them or change "
                              f"method")
+        if self.learn_xw_bits and self.is_dq:
+            raise ValueError(f"{name}: learn_xw_bits learns A2Q bitwidths; {self.method} quantizes every tensor at "
+                             "its own INT width: drop it or use a2q / degree-aware")
         t = self.target_bits
         if not isinstance(t, int | float) or not math.isfinite(t) or not 0.0 <= t <= self.max_bits:
             raise ValueError(f"{name}: target_bits={t!r} is invalid; give the average feature bits without the "

@@ -1,7 +1,8 @@
 """Hardware cost of a quantized GCN's learned bits as a training objective (``--hw-cost dram|energy|latency``).
 
 The accelerator side (``hw.cost``, numpy only) writes the cycle model's accounting of a combination-first GCN as a
-closed form in the per-node value bits ``z_i * b_i`` (non-zero codes times bitwidth). This module evaluates that
+closed form in the per-node value bits ``z_i * b_i`` (non-zero codes times bitwidth) of every layer's input, and
+of its XW rows when their bits are learned too (``QuantConfig.learn_xw_bits``). This module evaluates that
 form on torch tensors, with straight-through rounding, so that its gradient reaches every learned bitwidth, and
 uses it in place of A2Q's memory in KB:
 
@@ -94,8 +95,9 @@ def parse_budget(text: str | None) -> tuple[str, float] | None:
 @dataclass(frozen=True)
 class CostLayer:
     """One GCN layer as the cost sees it: its learned input quantizer (None: an unquantized first-layer input,
-    whose exported codes have the fixed ``fixed_nnz`` / ``fixed_bits`` per node), its XW quantizer, widths and
-    weight bits. The quantizers record the non-zero codes of every row (``track_nnz``)."""
+    whose exported codes have the fixed ``fixed_nnz`` / ``fixed_bits`` per node), its XW quantizer (learned per-node
+    bits, or a fixed per-channel width), widths and weight bits. The quantizers record the non-zero codes of every
+    row (``track_nnz``)."""
 
     q_input: nn.Module | None
     q_xw: nn.Module
@@ -110,6 +112,10 @@ class CostLayer:
 
     def unsigned(self) -> bool:
         return self.q_input is not None and bool(self.q_input.unsigned)
+
+    @property
+    def xw_learned(self) -> bool:
+        return bool(getattr(self.q_xw, "learn_bits", False))
 
 
 class HardwareCost:
@@ -134,7 +140,9 @@ class HardwareCost:
             layer.q_xw.track_nnz = True
             if layer.q_input is not None:
                 layer.q_input.track_nnz = True
-        self.learned = [layer.q_input for layer in layers if layer.q_input is not None]
+        # every learned quantizer, layer by layer, input before XW: the order of `evaluate`'s ``bits``
+        self.learned = [q for layer in layers
+                        for q in (layer.q_input, layer.q_xw if layer.xw_learned else None) if q is not None]
 
     # ---- the closed form ----------------------------------------------------------------------------------
     def _layer_arrays(self) -> dict:
@@ -148,7 +156,8 @@ class HardwareCost:
             x_bits.append(layer.fixed_bits if q_in is None else
                           round_half_away(node_bits(q_in).detach()).cpu().numpy().astype(np.int64))
             xw_nnz.append(q_xw.last_nnz.cpu().numpy())
-            xw_bits.append(np.full(x_nnz[-1].size, int(q_xw.rounded_bits().max())))
+            xw_bits.append(round_half_away(node_bits(q_xw).detach()).cpu().numpy().astype(np.int64)
+                           if layer.xw_learned else np.full(x_nnz[-1].size, int(q_xw.rounded_bits().max())))
         return {"x_nnz": x_nnz, "x_bits": x_bits, "xw_nnz": xw_nnz, "xw_bits": xw_bits,
                 "w_bits": [layer.w_bits for layer in self.layers], "f_in": [layer.f_in for layer in self.layers],
                 "f_out": [layer.f_out for layer in self.layers]}
@@ -166,10 +175,14 @@ class HardwareCost:
 
     def _budget(self) -> float:
         spec = self.budget_spec
-        if spec is None:  # the design with every node at target_bits (+1 sign bit on post-ReLU rows)
+        if spec is None:  # the design with every learned row at target_bits (+1 sign bit on post-ReLU rows)
             vb = [layer.nnz() * (layer.fixed_bits if layer.q_input is None else self.target_bits + layer.unsigned())
                   for layer in self.layers]
-            return float(self.model.evaluate([np.asarray(v, np.float64) for v in vb])[self.key])
+            xw_vb = [layer.q_xw.last_nnz.cpu().numpy() * self.target_bits if layer.xw_learned else None
+                     for layer in self.layers]
+            return float(self.model.evaluate([np.asarray(v, np.float64) for v in vb],
+                                             xw_value_bits=[None if v is None else np.asarray(v, np.float64)
+                                                            for v in xw_vb])[self.key])
         if spec[0] == "abs":
             return spec[1]
         fp32 = self.provider.fp32_cost(self.arch, self.config, self.edge_index,
@@ -180,25 +193,30 @@ class HardwareCost:
     def evaluate(self, bits: list[Tensor] | None = None, refresh: bool = True) -> dict:
         """The cost of the current bits as torch scalars (``dram_bytes``, ``energy_pj``, ``cycles``),
         differentiable in every learned bitwidth (straight-through rounding); ``bits``: (N,) signed bits per node
-        of every learned layer in place of the quantizers' own; ``refresh``: count this call towards rebuilding the
-        constants (`REFRESH_EVERY`); reports and budget checks do not, so they see what the projection saw."""
+        of every learned quantizer (`learned`'s order) in place of the quantizers' own; ``refresh``: count this
+        call towards rebuilding the constants (`REFRESH_EVERY`); reports and budget checks do not, so they see
+        what the projection saw."""
         if refresh:
             self._tick()
         device = self.learned[0].bits.device
-        vb, learned = [], iter(bits) if bits is not None else None
-        for layer in self.layers:
-            if layer.q_input is None:
-                vb.append(torch.as_tensor(layer.fixed_nnz * layer.fixed_bits, dtype=torch.float64, device=device))
-                continue
+        learned = iter(bits) if bits is not None else None
+
+        def value_bits(q) -> Tensor:  # (N,) non-zero codes x rounded bits, straight-through
             if learned is not None:
                 b = next(learned)
             else:
-                b = node_bits(layer.q_input)
+                b = node_bits(q)
                 b = b + (round_half_away(b.detach()) - b.detach())
-            vb.append(layer.q_input.last_nnz.to(torch.float64) * b.to(torch.float64))
+            return q.last_nnz.to(torch.float64) * b.to(torch.float64)
+
+        vb, xw_vb = [], []
+        for layer in self.layers:
+            vb.append(torch.as_tensor(layer.fixed_nnz * layer.fixed_bits, dtype=torch.float64, device=device)
+                      if layer.q_input is None else value_bits(layer.q_input))
+            xw_vb.append(value_bits(layer.q_xw) if layer.xw_learned else None)
         if self.ops is None or self.ops.device != device:
             self.ops = TorchOps(device)
-        return self.model.evaluate(vb, self.ops)
+        return self.model.evaluate(vb, self.ops, xw_value_bits=xw_vb)
 
     def _tick(self) -> None:
         """Count one training step; rebuild the constants every `REFRESH_EVERY` steps (and before the first)."""

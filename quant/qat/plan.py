@@ -68,9 +68,10 @@ def _conv_of(model: nn.Module) -> dict[str, tuple[int, nn.Module]]:
 
 
 def plan_points(model: nn.Module, quantize_first_input: bool, first_input_nonneg: bool,
-                quantize_mlp_hidden: bool = False) -> list[PointSpec]:
+                quantize_mlp_hidden: bool = False, learn_xw_bits: bool = False) -> list[PointSpec]:
     """Every `QuantPoint` of ``model`` with the A2Q scheme that replaces it (``"hidden"`` points: only with
-    ``quantize_mlp_hidden``; they are post-ReLU, so unsigned)."""
+    ``quantize_mlp_hidden``; they are post-ReLU, so unsigned; ``learn_xw_bits``: per-channel XW points become
+    per-node features with learned bits)."""
     convs, layer_types = _conv_of(model), _arch_of_layer()
     specs = []
     for name, point in model.named_modules():
@@ -89,6 +90,8 @@ def plan_points(model: nn.Module, quantize_first_input: bool, first_input_nonneg
             scheme, width = "head", getattr(conv, "heads", 1)
         else:
             scheme = _node_scheme(arch, point.role)
+            if scheme == "channel" and point.role == "xw" and learn_xw_bits:
+                scheme = "feature"
             if scheme == "channel":
                 width = conv.lin.out_dim if point.role == "xw" else conv.in_dim
             post_relu = (layer > 0 and relu_between and point.role in ("input", "aggregate")

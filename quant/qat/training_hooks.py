@@ -38,11 +38,12 @@ if TYPE_CHECKING:
 
 def quant_config_from(cfg: Any) -> QuantConfig:
     """The `QuantConfig` of a `gnn.trainer.TrainConfig` (its fields ``quant``, ``target_bits``, ``penalty_weight``,
-    ``bits_control``, ``quantize_mlp_hidden``, ``weight_bits``, ``xw_bits``, ``hw_*``); ValueError as QuantConfig
-    says."""
+    ``bits_control``, ``quantize_mlp_hidden``, ``weight_bits``, ``xw_bits``, ``learn_xw_bits``, ``hw_*``);
+    ValueError as QuantConfig says."""
     return QuantConfig(method=cfg.quant, target_bits=cfg.target_bits, penalty_weight=cfg.penalty_weight,
                        bits_control=cfg.bits_control, quantize_mlp_hidden=cfg.quantize_mlp_hidden,
-                       weight_bits=cfg.weight_bits, xw_bits=cfg.xw_bits, hw_cost=cfg.hw_cost,
+                       weight_bits=cfg.weight_bits, xw_bits=cfg.xw_bits,
+                       learn_xw_bits=cfg.learn_xw_bits, hw_cost=cfg.hw_cost,
                        hw_arch=cfg.hw_arch, hw_config=cfg.hw_config, hw_budget=cfg.hw_budget)
 
 

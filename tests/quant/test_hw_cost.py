@@ -150,10 +150,12 @@ def test_projection_finds_the_smallest_fitting_shift(case):
     assert left_edge(reference) <= left_edge(shift) <= left_edge(reference) + PROJECTION_RESOLUTION
 
 
-def test_training_records_a_prediction_that_the_export_simulates(tmp_path):
+@pytest.mark.parametrize("learn_xw_bits", [False, True])
+def test_training_records_a_prediction_that_the_export_simulates(tmp_path, learn_xw_bits):
     """A few projected A2Q steps with the energy budget; the summary's predicted cost equals the cycle model's
-    simulation of the export (DRAM and energy within 1 %, cycles within 10 %)."""
-    graph, model = _model()
+    simulation of the export (DRAM and energy within 1 %, cycles within 10 %), with XW's bits fixed or learned
+    per node."""
+    graph, model = _model(learn_xw_bits=learn_xw_bits)
     opt = torch.optim.Adam(model.parameters(), lr=0.05)
     d = graph.data
     for _ in range(5):
@@ -180,6 +182,62 @@ def test_training_records_a_prediction_that_the_export_simulates(tmp_path):
     check = simulate([str(path), "--out", str(tmp_path)])["hw_cost_check"]
     assert check["predicted"] == pred and abs(check["rel_error"]["energy_pj"]) < 0.01
     assert "hw_cost_check" not in simulate([str(path), "--arch", "hygcn", "--out", str(tmp_path)])
+
+
+def test_learned_xw_bits_are_priced_and_projected():
+    """learn_xw_bits: every GCN XW point learns per-node bits from xw_bits; the cost's learned quantizers are each
+    layer's input then XW; gradcheck of the cost in the XW bits; the projection brings all of them to the budget
+    (the design with every learned row at the target) by one common shift."""
+    _, model = _model(learn_xw_bits=True, xw_bits=6)
+    hw = hardware_cost_of(model)
+    xws = [conv.q_xw for conv in model.convs]
+    assert all(q.scheme == "node" and q.learn_bits and (q.rounded_bits() == 6).all() for q in xws)
+    assert hw.learned == [model.convs[0].q_xw, model.convs[1].q_input, model.convs[1].q_xw]
+    fixed = [torch.as_tensor(layer.fixed_nnz * layer.fixed_bits, dtype=torch.float64) for layer in hw.layers
+             if layer.q_input is None]
+    hidden = hw.layers[1].q_input
+    hidden_vb = hidden.last_nnz.double() * hidden.rounded_bits().view(-1).double()
+    q = xws[0]
+    nnz = q.last_nnz.double()
+    ops = _relaxed(torch.device("cpu"))
+
+    def cost(bits):
+        return hw.model.evaluate([*fixed, hidden_vb], ops, xw_value_bits=[nnz * bits.abs().clamp(1.0, 8.0), None])[
+            "energy_pj"]
+
+    bits = (q.bits.detach().double().view(-1) + 0.237).clone().requires_grad_()
+    assert torch.autograd.gradcheck(cost, (bits,), eps=1e-4, atol=1e-6, rtol=1e-4)
+    before = torch.cat([q.bits.detach().view(-1) for q in hw.learned])
+    ratio = hw.project_()
+    after = torch.cat([q.bits.detach().view(-1) for q in hw.learned])
+    assert ratio <= 1.0 + 1e-9 and hw.ratio() > 0.8
+    shift = before - after
+    unclamped = (after > 1.0) & (after < 8.0)
+    assert torch.allclose(shift[unclamped], shift[unclamped][0].expand(int(unclamped.sum())), atol=1e-6)
+
+
+def test_learn_xw_bits_is_refused_where_it_cannot_act():
+    graph = tiny_graph(0)
+    gat = build_model(ModelConfig(arch="gat", in_dim=F_IN, out_dim=3, hidden_dim=8, num_layers=2))
+    with pytest.raises(ValueError, match="learn_xw_bits"):
+        quantize_(gat, QuantConfig(method="a2q", learn_xw_bits=True), graph.data)
+    with pytest.raises(ValueError, match="learn_xw_bits"):
+        QuantConfig(method="dq-int8", learn_xw_bits=True)
+
+
+def test_cli_learns_xw_bits_from_the_learned_features_start_and_reloads_them(tmp_path):
+    """``--learn-xw-bits`` without ``--xw-bits``: XW's per-node bits start at 4 (not the preset's fixed 8), the run
+    records it, and the export's loader rebuilds the same quantizers from the run directory."""
+    from gnn.presets import LEARNED_XW_START_BITS
+    from gnn.train import main
+    from quant.convert import load_trained
+
+    main(["--dataset", "cora", "--model", "gcn", "--quant", "a2q", "--learn-xw-bits", "--epochs", "1", "--seeds", "1",
+          "--run-dir", str(tmp_path), "--no-progress"])
+    run = load_trained(tmp_path)
+    train = run.config["train"]
+    assert train["learn_xw_bits"] and train["xw_bits"] == LEARNED_XW_START_BITS == QuantConfig.init_bits
+    assert all(c.q_xw.scheme == "node" and c.q_xw.learn_bits for c in run.model.convs)
 
 
 def test_fp32_fraction_budget():
@@ -224,7 +282,9 @@ def test_gin_is_refused():
 def test_cli_refuses_hw_flags_without_a_cost(capsys):
     from gnn.train import main
 
-    for argv, match in ((["--hw-budget", "0.5x"], "add --hw-cost"), (["--hw-cost", "dram"], "add --quant a2q")):
+    for argv, match in ((["--hw-budget", "0.5x"], "add --hw-cost"), (["--hw-cost", "dram"], "add --quant a2q"),
+                        (["--learn-xw-bits"], "learn_xw_bits needs a quant method"),
+                        (["--learn-xw-bits", "--quant", "a2q", "--model", "gat"], "drop the option")):
         with pytest.raises(SystemExit) as e:
             main(argv)
         assert e.value.code == 2
