@@ -1,7 +1,8 @@
 """``python -m pipeline.codesign``: the joint sweep of bits and designs (issue 36, deliverable 4).
 
 Per target bitwidth of ``--targets`` and per budget of ``--budgets`` (``memory``: the learned-bits preset's memory
-budget; ``hardware``: ``--hw-cost`` on ``--arch`` / ``--hw-config``), train one A2Q GCN (``python -m gnn.train``,
+budget; ``hardware``: ``--hw-cost`` on ``--arch`` / ``--hw-config``; ``memory+xw`` / ``hardware+xw``: the same with
+XW's bits learned per node, ``--learn-xw-bits``), train one A2Q GCN (``python -m gnn.train``,
 ``--seeds`` seeds, the validation-selected model of the first one exported) and export it (``python -m
 quant.export``); then sweep the accelerator's design space over every export (``python -m hw.explore``). The result
 is the joint Pareto front of (bits x design) over error, energy, latency and relative area, in ``DIR/explore``, and
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from gnn.cli import UsageError
 
-BUDGETS = ("memory", "hardware")
+BUDGETS = ("memory", "hardware", "memory+xw", "hardware+xw")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -69,7 +70,8 @@ def train_and_export(args: argparse.Namespace, target: str, budget: str) -> tupl
                                                                   if args.hw_config else [])]
         train(["--dataset", args.dataset, "--model", "gcn", "--quant", "a2q", "--target-bits", target,
                "--seeds", str(args.seeds), *(["--epochs", str(args.epochs)] if args.epochs else []),
-               *(hw if budget == "hardware" else []), "--run-dir", str(run_dir), "--overwrite",
+               *(hw if budget.startswith("hardware") else []),
+               *(["--learn-xw-bits"] if budget.endswith("+xw") else []), "--run-dir", str(run_dir), "--overwrite",
                *(["--no-progress"] if args.no_progress else [])])
     if not qgraph.exists():
         export(["--run", str(run_dir), "--out", str(qgraph)])
