@@ -31,7 +31,9 @@ def _parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset", default="cora", help="a dataset name or path, as python -m gnn.train takes it")
     p.add_argument("--targets", default="1.0,1.3,1.7,2,3,4", help="comma list of target average feature bits")
-    p.add_argument("--budgets", default="memory,hardware", help=f"comma list of: {', '.join(BUDGETS)}")
+    p.add_argument("--budgets", default="memory,hardware+xw",
+                   help=f"comma list of: {', '.join(BUDGETS)} (default: A2Q's memory budget against the hardware "
+                        "cost with XW's bits learned, the best validated pair: benchmarks/hw_aware.py)")
     p.add_argument("--hw-cost", default="energy", choices=("dram", "energy", "latency"),
                    help="what the hardware budget holds (default energy)")
     p.add_argument("--arch", default="mega", help="accelerator preset of the hardware budget (the sweep's base is "

@@ -13,8 +13,8 @@ def test_joint_sweep_end_to_end_and_resume(tmp_path, capsys):
             "--out", str(tmp_path), "--no-progress"]
     out = main(argv)
     records = {r["budget"]: r for r in out["exports"]}
-    assert set(records) == {"memory", "hardware"}
-    assert records["hardware"]["predicted"] is not None and records["memory"]["predicted"] is None
+    assert set(records) == {"memory", "hardware+xw"}
+    assert records["hardware+xw"]["predicted"] is not None and records["memory"]["predicted"] is None
     assert out["joint_front"] and all(p["budget"] in records and p["error"] is not None for p in out["joint_front"])
     saved = json.loads((tmp_path / "codesign.json").read_text())
     assert saved["joint_front"] == out["joint_front"]
