@@ -249,7 +249,9 @@ def prediction_errors(rows: list[dict]) -> list[str]:
     if not per:
         return []
     out = ["", "The hardware runs' predicted cost (closed form, `quant_summary.hw_cost`) against the simulation of "
-           "their exports: largest |error| over the runs.", "",
+           "their exports: largest |error| over the runs. Runs trained before the trainer evaluated the selected model "
+           "ahead of its summary (gnn/trainer.py) predicted with the last epoch's non-zero codes instead of its own, "
+           "which moved the learned-XW rows' predictions most.", "",
            *table_head("budget", "runs", "energy", "DRAM bytes", "cycles")]
     for budget, errs in per.items():
         out.append(f"| {budget} | {len(errs['energy_pj'])} | " + " | ".join(f"{100 * max(errs[k]):.2f}%"

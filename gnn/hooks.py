@@ -10,7 +10,8 @@ names a `TrainingExtension` registered here, and the trainer calls it at fixed p
     loss = task_loss + ext.penalty(model)  # every training step
     ext.after_step(model)                  # after every optimiser step (an optimiser step post-hook)
     ext.average_bits(model)                # every epoch: a budgeted quantity (None: no budget), for selection
-    ext.summary(model)                     # once, on the selected model: JSON-able report (SeedResult)
+    ext.summary(model)                     # once, on the selected model after one evaluation pass of it (node
+                                           # tasks): JSON-able report (SeedResult)
 
 Registration: a package declares an entry point in the group ``gnn.training_extensions`` whose object is a
 callable with no arguments that calls `register` for each of its methods (the quant package:

@@ -94,3 +94,26 @@ def test_empty_registry_says_how_to_install(monkeypatch):
     monkeypatch.setattr(hooks, "_entry_points_loaded", True)  # as if no entry point were installed
     with pytest.raises(ValueError, match="valid: none .*no training extension is registered"):
         hooks.get("a2q")
+
+
+def test_summary_sees_forward_statistics_of_the_selected_model(registry, monkeypatch):
+    """The summary runs after one evaluation pass of the restored best model (node tasks), so what forward passes
+    record (the hardware cost's non-zero codes, for one) describes it and not the last epoch's model."""
+    import gnn.trainer as trainer
+
+    class Seen(Recorder):
+        def prepare(self, model, graph, cfg):
+            model = super().prepare(model, graph, cfg)
+            model.register_forward_hook(lambda m, args, out: setattr(m, "seen", float(m.scale.detach())))
+            return model
+
+        def summary(self, model):
+            return {"scale": float(model.scale.detach()), "seen": model.seen}
+
+    registry.register("seen", Seen())
+    monkeypatch.setattr(trainer, "_is_better", lambda val_acc, val_loss, best_acc, *a: best_acc < 0)  # epoch 1
+    graph = sbm_graph(80, num_classes=3, avg_degree=5.0, num_features=8, seed=0)
+    seed_everything(0)
+    model = build_model(ModelConfig(arch="gcn", in_dim=graph.num_features, out_dim=graph.num_classes))
+    r = train_one(model, graph, graph.splits[0], TrainConfig(epochs=4, quant="seen"), seed=0, progress=False)
+    assert r.best_epoch == 1 and r.quant_summary["seen"] == r.quant_summary["scale"]
