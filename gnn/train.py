@@ -155,7 +155,8 @@ def main(argv: list[str] | None = None) -> dict:
                                    fp32_warmup_epochs=args.fp32_warmup or None,
                                    quantize_mlp_hidden=args.quantize_mlp_hidden or None,
                                    weight_bits=args.weight_bits,
-                                   xw_bits=args.xw_bits or (LEARNED_XW_START_BITS if args.learn_xw_bits else None),
+                                   xw_bits=LEARNED_XW_START_BITS if args.learn_xw_bits and args.xw_bits is None
+                                   else args.xw_bits,
                                    learn_xw_bits=args.learn_xw_bits or None, hw_cost=args.hw_cost,
                                    hw_arch=args.arch if args.hw_cost else None, hw_config=args.hw_config,
                                    hw_budget=args.hw_budget)
