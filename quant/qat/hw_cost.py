@@ -153,11 +153,10 @@ class HardwareCost:
             if (q_in is not None and q_in.last_nnz is None) or q_xw.last_nnz is None:
                 raise ValueError("HardwareCost: the quantizers have not seen a forward pass yet")
             x_nnz.append(layer.nnz())
-            x_bits.append(layer.fixed_bits if q_in is None else
-                          round_half_away(node_bits(q_in).detach()).cpu().numpy().astype(np.int64))
+            x_bits.append(layer.fixed_bits if q_in is None else stored_node_bits(q_in))
             xw_nnz.append(q_xw.last_nnz.cpu().numpy())
-            xw_bits.append(round_half_away(node_bits(q_xw).detach()).cpu().numpy().astype(np.int64)
-                           if layer.xw_learned else np.full(x_nnz[-1].size, int(q_xw.rounded_bits().max())))
+            xw_bits.append(stored_node_bits(q_xw) if layer.xw_learned
+                           else np.full(x_nnz[-1].size, int(q_xw.rounded_bits().max())))
         return {"x_nnz": x_nnz, "x_bits": x_bits, "xw_nnz": xw_nnz, "xw_bits": xw_bits,
                 "w_bits": [layer.w_bits for layer in self.layers], "f_in": [layer.f_in for layer in self.layers],
                 "f_out": [layer.f_out for layer in self.layers]}
@@ -178,11 +177,9 @@ class HardwareCost:
         if spec is None:  # the design with every learned row at target_bits (+1 sign bit on post-ReLU rows)
             vb = [layer.nnz() * (layer.fixed_bits if layer.q_input is None else self.target_bits + layer.unsigned())
                   for layer in self.layers]
-            xw_vb = [layer.q_xw.last_nnz.cpu().numpy() * self.target_bits if layer.xw_learned else None
+            xw_vb = [layer.q_xw.last_nnz.cpu().numpy() * float(self.target_bits) if layer.xw_learned else None
                      for layer in self.layers]
-            return float(self.model.evaluate([np.asarray(v, np.float64) for v in vb],
-                                             xw_value_bits=[None if v is None else np.asarray(v, np.float64)
-                                                            for v in xw_vb])[self.key])
+            return float(self.model.evaluate([np.asarray(v, np.float64) for v in vb], xw_value_bits=xw_vb)[self.key])
         if spec[0] == "abs":
             return spec[1]
         fp32 = self.provider.fp32_cost(self.arch, self.config, self.edge_index,
@@ -317,6 +314,11 @@ def node_bits(q) -> Tensor:
         return b[degree_bucket(q.ctx.in_deg.to(b.device), q.num_buckets, q.bucket_scheme)]
     raise ValueError(f"HardwareCost: quantizer {q.role!r} has scheme {q.scheme!r}; the hardware cost needs per-node "
                      "bits of a fixed graph (node or degree scheme, node tasks)")
+
+
+def stored_node_bits(q) -> np.ndarray:
+    """(N,) int64 bits every node stores (rounded `node_bits`), for the closed form's constants."""
+    return round_half_away(node_bits(q).detach()).cpu().numpy().astype(np.int64)
 
 
 def gcn_cost_layers(model: nn.Module, x: Tensor) -> list[CostLayer]:
