@@ -197,9 +197,22 @@ def summarise(per_rank: list[list[dict]], world: int, cores: int, link: str, gbi
     return rows
 
 
-def derive(rows: list[dict]) -> list[dict]:
+def bsa_sync_fraction(accuracy: dict) -> tuple[float, str] | None:
+    """The largest fraction of synchronous epochs that Sylvie's Bounded Staleness Adaptor chose in the accuracy runs
+    (`benchmarks/dist_accuracy.py`, variants ``*+pipeline(BSA)``, mean over seeds), and which run it came from;
+    None when none has run. The timing runs are too short for the adaptor's period to settle, so its epoch is
+    amortized from the measured synchronous and pipelined rows at this fraction (the largest: the slowest)."""
+    found = [(statistics.mean(v["synchronous_epochs"]) / entry["epochs"], f"{name} {variant}")
+             for name, entry in accuracy.get("datasets", {}).items()
+             for variant, v in entry.get("variants", {}).items()
+             if variant.endswith("+pipeline(BSA)") and all(c is not None for c in v.get("synchronous_epochs", [None]))]
+    return max(found, default=None)
+
+
+def derive(rows: list[dict], bsa: tuple[float, str] | None = None) -> list[dict]:
     """Per (ranks, link) with an fp32 synchronous row: its communication fraction, the compute-only bound, and every
-    variant's epoch speedup (also as a fraction of the bound), pipelined-with-sync-every-K amortized included.
+    variant's epoch speedup (also as a fraction of the bound), pipelined-with-sync-every-K amortized included, and
+    pipelined with the Bounded Staleness Adaptor at ``bsa``'s synchronous fraction (`bsa_sync_fraction`).
 
     The bound's compute time is the loopback fp32 run's (same rank count) where there is one: on a slow link the
     rank that is blocked least in the halo all-to-all waits instead inside DDP's gradient all-reduce (C++, not
@@ -215,14 +228,17 @@ def derive(rows: list[dict]) -> list[dict]:
         variants = {f"{r['codec']} {r['mode']}": r["epoch_s"] for r in same}
         for codec in dict.fromkeys(r["codec"] for r in same):
             if f"{codec} sync" in variants and f"{codec} pipelined" in variants:
-                variants[f"{codec} pipelined K={AMORTIZE_K}"] = (
-                    ((AMORTIZE_K - 1) * variants[f"{codec} pipelined"] + variants[f"{codec} sync"]) / AMORTIZE_K)
+                sync, piped = variants[f"{codec} sync"], variants[f"{codec} pipelined"]
+                variants[f"{codec} pipelined K={AMORTIZE_K}"] = ((AMORTIZE_K - 1) * piped + sync) / AMORTIZE_K
+                if bsa is not None:
+                    variants[f"{codec} pipelined BSA"] = bsa[0] * sync + (1 - bsa[0]) * piped
         speedup = {name: ref["epoch_s"] / s for name, s in variants.items()}
         out.append({"ranks": ref["ranks"], "link": ref["link"], "gbit": ref["gbit"],
                     "oversubscribed": ref["oversubscribed"], "fp32_comm_fraction": 1 - compute / ref["epoch_s"],
                     "compute_s": compute, "compute_from": "loopback fp32" if key in loopback else "this link",
                     "compute_only_bound": bound, "speedup": speedup,
-                    "of_bound": {name: s / bound for name, s in speedup.items()}})
+                    "of_bound": {name: s / bound for name, s in speedup.items()},
+                    "bsa_sync_fraction": bsa[0] if bsa else None, "bsa_sync_fraction_from": bsa[1] if bsa else None})
     return sorted(out, key=lambda d: (d["ranks"], d["gbit"] if d["gbit"] is not None else float("inf")))
 
 
@@ -232,12 +248,14 @@ def goals(derived: list[dict]) -> list[dict]:
     out = []
     for d in derived:
         if d["fp32_comm_fraction"] >= GOALS["comm_fraction"] and "int1 sync" in d["speedup"]:
-            piped = d["of_bound"].get("int1 pipelined")
+            piped, bsa = d["of_bound"].get("int1 pipelined"), d["of_bound"].get("int1 pipelined BSA")
             out.append({"ranks": d["ranks"], "link": d["link"], "int1_speedup": d["speedup"]["int1 sync"],
                         "int1_ok": d["speedup"]["int1 sync"] >= GOALS["int1_speedup"],
                         "bound": d["compute_only_bound"],  # below 4x, no codec can reach the int1 goal
                         "pipelined_int1_of_bound": piped,
-                        "pipelined_ok": piped is not None and piped >= GOALS["pipelined_of_bound"]})
+                        "pipelined_ok": piped is not None and piped >= GOALS["pipelined_of_bound"],
+                        "pipelined_bsa_int1_of_bound": bsa,
+                        "pipelined_bsa_ok": bsa is not None and bsa >= GOALS["pipelined_of_bound"]})
     return out
 
 
@@ -301,6 +319,9 @@ def _args() -> argparse.Namespace:
     p.add_argument("--epochs", type=int, default=5, help="timed epochs per run (after one warm-up epoch)")
     p.add_argument("--scale", type=int, default=17, help="R-MAT scale: 2^scale nodes")
     p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--derive-only", action="store_true",
+                   help="time nothing: recompute the speedups, goals, plot and table from the stored rows (e.g. after "
+                        "new Bounded Staleness Adaptor accuracy runs changed its synchronous fraction)")
     args = p.parse_args()
     for what, chosen, valid in (("codecs", args.codecs.split(","), CODECS), ("modes", args.modes.split(","), MODES)):
         if set(chosen) - set(valid):
@@ -315,6 +336,9 @@ def main() -> None:
     from distributed.shaped_network import ShapedNetwork, shaped_network_available
 
     args = _args()
+    if args.derive_only:
+        rederive()
+        return
     bandwidths = _parse_bandwidths(args.bandwidths)
     if any(b is not None for b in bandwidths):
         ok, why = shaped_network_available()
@@ -348,7 +372,7 @@ def main() -> None:
     if old.get("graph") == graph and old.get("hidden") == args.hidden and "derived" in old:
         kept = [{"command": old.get("command"), **r} for r in old["rows"] if (r["ranks"], r["link"]) not in done]
         rows, links = kept + rows, {**old.get("links", {}), **links}
-    derived = derive(rows)
+    derived = derive(rows, bsa_sync_fraction(load_results("dist_accuracy")))
     load_end = os.getloadavg()[0]
     payload = {"graph": graph, "hidden": args.hidden, "model": f"gcn 2 layers hidden {args.hidden} dropout 0.5",
                "rows": rows, "derived": derived, "goals": goals(derived), "goal_thresholds": GOALS,
@@ -363,8 +387,36 @@ def main() -> None:
     print(f"written {save_results('dist_time', payload)} in {payload['wall_s']:.0f} s")
 
 
+def rederive() -> None:
+    """Recompute the derived speedups, goals and plot of the stored timing rows (no timing run)."""
+    res = load_results("dist_time")
+    if not res.get("rows"):
+        raise SystemExit("--derive-only: benchmarks/results/dist_time.json has no timed rows; run the benchmark first")
+    res["derived"] = derive(res["rows"], bsa_sync_fraction(load_results("dist_accuracy")))
+    res.update(goals=goals(res["derived"]), plot=plot(res["derived"], RESULTS / "dist_time_speedup.png"))
+    print("\n".join(render(res)))
+    print(f"written {save_results('dist_time', res)} (derived only)")
+
+
 def _times(speedup: dict, name: str) -> str:
     return f"{speedup[name]:.2f}x" if name in speedup else "-"
+
+
+def _of_bound(derived: dict, name: str) -> str:
+    """'6.28x (93%)': a variant's speedup and its share of the compute-only bound; '-' where not measured."""
+    s = derived["speedup"]
+    return f"{s[name]:.2f}x ({derived['of_bound'][name]:.0%})" if name in s else "-"
+
+
+def _goal_of_bound(goal: dict, key: str) -> str:
+    """A goal row's pipelined share of the bound, met or missed (``key``: 'pipelined' or 'pipelined_bsa')."""
+    share = goal.get(f"{key}_int1_of_bound")
+    return "not run" if share is None else f"{share:.0%} of the bound ({'met' if goal[f'{key}_ok'] else 'missed'})"
+
+
+def _bsa_source(res: dict) -> str:
+    d = next((d for d in res.get("derived", []) if d.get("bsa_sync_fraction") is not None), None)
+    return f" ({d['bsa_sync_fraction']:.1%}, {d['bsa_sync_fraction_from']})" if d else " (none run yet)"
 
 
 def render(res: dict) -> list[str]:
@@ -378,18 +430,19 @@ def render(res: dict) -> list[str]:
              "synchronous epoch / the variant's epoch at the same bandwidth; bound = fp32 epoch / fp32 compute (a free "
              "network; compute: the loopback fp32 run's, see the script's docstring); communication share = 1 - "
              f"compute / fp32 epoch; pipelined K={AMORTIZE_K} = 9 pipelined + 1 synchronous epochs, from the measured "
-             "rows.", "",
+             "rows; pipelined BSA (Sylvie's Bounded Staleness Adaptor) = the same amortization at the largest "
+             "synchronous fraction the adaptor chose in the accuracy runs" + _bsa_source(res) + ".", "",
              *table_head("ranks", "link", "fp32 comm share", "bound", "int8", "int1", "int1-2c", "fp32 pipelined",
-                         "int1 pipelined (of bound)", f"int1 pipelined K={AMORTIZE_K}", "int1-2c pipelined")]
+                         "int1 pipelined (of bound)", f"int1 pipelined K={AMORTIZE_K}", "int1-2c pipelined",
+                         "fp32 pipelined BSA", "int1 pipelined BSA (of bound)")]
     for d in res.get("derived", []):
         s = d["speedup"]
         over = " (oversubscribed)" if d["oversubscribed"] else ""
-        piped = (f"{_times(s, 'int1 pipelined')} ({d['of_bound']['int1 pipelined']:.0%})" if "int1 pipelined" in s
-                 else "-")
         lines.append(table_row(f"{d['ranks']}{over}", d["link"], f"{d['fp32_comm_fraction']:.0%}",
                                f"{d['compute_only_bound']:.2f}x", _times(s, "int8 sync"), _times(s, "int1 sync"),
-                               _times(s, "int1-2c sync"), _times(s, "fp32 pipelined"), piped,
-                               _times(s, f"int1 pipelined K={AMORTIZE_K}"), _times(s, "int1-2c pipelined")))
+                               _times(s, "int1-2c sync"), _times(s, "fp32 pipelined"), _of_bound(d, "int1 pipelined"),
+                               _times(s, f"int1 pipelined K={AMORTIZE_K}"), _times(s, "int1-2c pipelined"),
+                               _times(s, "fp32 pipelined BSA"), _of_bound(d, "int1 pipelined BSA")))
     goal_rows = goals(res.get("derived", []))
     if res.get("plot"):
         lines += ["", f"![epoch speedup against bandwidth](benchmarks/results/{res['plot']})"]
@@ -398,10 +451,8 @@ def render(res: dict) -> list[str]:
                                      f"({'met' if x['int1_ok'] else 'missed'}"
                                      + (f"; unreachable: the bound is {x['bound']:.2f}x" if not x["int1_ok"]
                                         and x.get("bound", math.inf) < GOALS["int1_speedup"] else "")
-                                     + "), pipelined int1 "
-                                     + (f"{x['pipelined_int1_of_bound']:.0%} of the bound "
-                                        f"({'met' if x['pipelined_ok'] else 'missed'})"
-                                        if x["pipelined_int1_of_bound"] is not None else "not run")
+                                     + "), pipelined int1 " + _goal_of_bound(x, "pipelined")
+                                     + ", with BSA " + _goal_of_bound(x, "pipelined_bsa")
                                      for x in goal_rows) or "no bandwidth reached that share") + ".", "",
               "Per run (medians over the timed epochs; seconds):", "",
               *table_head("ranks", "link", "codec", "mode", "epoch", "compute", "comm (exposed)", "wait", "codec",

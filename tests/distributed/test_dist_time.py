@@ -32,6 +32,27 @@ def test_bound_speedups_and_amortized_pipeline():
     assert dist_time.goals(slow) == []  # communication is 20 % of the epoch: outside the goals' regime
 
 
+def test_bsa_epoch_amortized_at_the_largest_synchronous_fraction():
+    accuracy = {"datasets": {
+        "a": {"epochs": 300, "variants": {"int1+pipeline(BSA)": {"synchronous_epochs": [45, 43]},
+                                          "int1+pipeline(K=10)": {"synchronous_epochs": [90, 90]},
+                                          "int1": {"synchronous_epochs": [None, None]}}},
+        "b": {"epochs": 200, "variants": {"fp32+pipeline(BSA)": {"synchronous_epochs": [40, 50]}}}}}
+    fraction, source = dist_time.bsa_sync_fraction(accuracy)
+    assert fraction == pytest.approx(45 / 200) and source == "b fp32+pipeline(BSA)"
+    assert dist_time.bsa_sync_fraction({"datasets": {}}) is None
+    rows = [row("fp32", "sync", 2.0, 0.4, 1.6), row("int1", "sync", 0.5, 0.4, 0.05),
+            row("int1", "pipelined", 0.42, 0.4, 0.0)]
+    (d,) = dist_time.derive(rows, (fraction, source))
+    assert d["speedup"]["int1 pipelined BSA"] == pytest.approx(2.0 / (0.225 * 0.5 + 0.775 * 0.42))
+    assert "fp32 pipelined BSA" not in d["speedup"]  # no fp32 pipelined row measured
+    (g,) = dist_time.goals([d])
+    assert g["pipelined_bsa_int1_of_bound"] == pytest.approx(d["speedup"]["int1 pipelined BSA"] / 5.0)
+    assert g["pipelined_bsa_ok"] == (g["pipelined_bsa_int1_of_bound"] >= 0.9)
+    (plain,) = dist_time.derive(rows)
+    assert "int1 pipelined BSA" not in plain["speedup"] and plain["bsa_sync_fraction"] is None
+
+
 def test_worker_times_every_codec_and_mode_on_loopback():
     runs = [("fp32", "sync"), ("fp32", "pipelined"), ("int1", "sync")]
     per_rank = spawn(dist_time.worker, 2, 9, 16, runs, 2)
