@@ -207,8 +207,8 @@ def render(res: dict) -> list[str]:
              "single-process preset; METIS partitions. Gap = variant - fp32 exchange in points, paired per seed "
              "(seed s: split s, partition seed s) over the seeds both hold, +- its standard error. Last-"
              f"{FINAL_WINDOW} gap: the same on the mean test accuracy of the last {FINAL_WINDOW} epochs' evaluations "
-             "(no selection, so without the noise of picking one epoch on 300 validation nodes; recorded since "
-             "2026-11-29, so over the seeds run since).", "",
+             "(no selection, so without the noise of picking one epoch on 300 validation nodes), over the seeds "
+             "that recorded it (runs older than the statistic lack it; '-': no seed pairs).", "",
              *table_head("dataset", "parts", "seeds", "epochs", "variant", "test acc", "gap to fp32 (pt)",
                          f"last-{FINAL_WINDOW} gap (pt)", "exchange bytes / epoch", "fp32 / variant bytes",
                          "synchronous epochs")]
