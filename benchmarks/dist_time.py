@@ -323,6 +323,11 @@ def _args() -> argparse.Namespace:
                    help="time nothing: recompute the speedups, goals, plot and table from the stored rows (e.g. after "
                         "new Bounded Staleness Adaptor accuracy runs changed its synchronous fraction)")
     args = p.parse_args()
+    if args.derive_only:
+        timing = ["--" + dest for dest in ("bandwidths", "ranks", "codecs", "modes", "epochs", "scale", "hidden")
+                  if getattr(args, dest) != p.get_default(dest)]
+        if timing:
+            p.error(f"--derive-only times nothing, so {', '.join(timing)} would be ignored; drop them")
     for what, chosen, valid in (("codecs", args.codecs.split(","), CODECS), ("modes", args.modes.split(","), MODES)):
         if set(chosen) - set(valid):
             raise SystemExit(f"unknown {what} {sorted(set(chosen) - set(valid))}; valid: {', '.join(valid)}")
@@ -372,11 +377,9 @@ def main() -> None:
     if old.get("graph") == graph and old.get("hidden") == args.hidden and "derived" in old:
         kept = [{"command": old.get("command"), **r} for r in old["rows"] if (r["ranks"], r["link"]) not in done]
         rows, links = kept + rows, {**old.get("links", {}), **links}
-    derived = derive(rows, bsa_sync_fraction(load_results("dist_accuracy")))
     load_end = os.getloadavg()[0]
     payload = {"graph": graph, "hidden": args.hidden, "model": f"gcn 2 layers hidden {args.hidden} dropout 0.5",
-               "rows": rows, "derived": derived, "goals": goals(derived), "goal_thresholds": GOALS,
-               "plot": plot(derived, RESULTS / "dist_time_speedup.png"), "links": links,
+               "rows": rows, **derived_fields(rows), "goal_thresholds": GOALS, "links": links,
                "wall_s": time.perf_counter() - start, "machine": machine(), "cores": cores,
                "load_average_1min": {"start": load_start, "end": load_end},
                "note": f"{cores} cores, one torch thread per rank; 1-minute load average {load_start:.1f} at the start "
@@ -387,13 +390,21 @@ def main() -> None:
     print(f"written {save_results('dist_time', payload)} in {payload['wall_s']:.0f} s")
 
 
+def derived_fields(rows: list[dict]) -> dict:
+    """What the results file derives from its timed rows: speedups (BSA at the accuracy runs' synchronous
+    fraction), goals and the plot's file name (the plot is written)."""
+    derived = derive(rows, bsa_sync_fraction(load_results("dist_accuracy")))
+    return {"derived": derived, "goals": goals(derived), "plot": plot(derived, RESULTS / "dist_time_speedup.png")}
+
+
 def rederive() -> None:
     """Recompute the derived speedups, goals and plot of the stored timing rows (no timing run)."""
     res = load_results("dist_time")
     if not res.get("rows"):
-        raise SystemExit("--derive-only: benchmarks/results/dist_time.json has no timed rows; run the benchmark first")
-    res["derived"] = derive(res["rows"], bsa_sync_fraction(load_results("dist_accuracy")))
-    res.update(goals=goals(res["derived"]), plot=plot(res["derived"], RESULTS / "dist_time_speedup.png"))
+        print("error: --derive-only: benchmarks/results/dist_time.json has no timed rows; run "
+              "python -m benchmarks.dist_time first", file=sys.stderr)
+        raise SystemExit(2)
+    res.update(derived_fields(res["rows"]))
     print("\n".join(render(res)))
     print(f"written {save_results('dist_time', res)} (derived only)")
 

@@ -64,3 +64,12 @@ def test_worker_times_every_codec_and_mode_on_loopback():
     for r in rows:
         assert r["epochs_timed"] == 2 and r["setup_bytes"] > 0
         assert 0 < r["compute_s"] <= r["epoch_s"] and r["comm_s"] >= 0
+
+
+def test_derive_only_refuses_timing_flags(monkeypatch, capsys):
+    monkeypatch.setattr("sys.argv", ["dist_time", "--derive-only", "--ranks", "4"])
+    with pytest.raises(SystemExit) as exit_info:
+        dist_time._args()
+    assert exit_info.value.code == 2 and "--ranks would be ignored" in capsys.readouterr().err
+    monkeypatch.setattr("sys.argv", ["dist_time", "--derive-only"])
+    assert dist_time._args().derive_only
