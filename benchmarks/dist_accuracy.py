@@ -51,6 +51,8 @@ VARIANTS = {
     "fp32+pipeline(BSA)": ExchangeConfig(codec="fp32", pipeline=True, sync_every=20, staleness_budget=1.0),
     "int8+pipeline(BSA)": ExchangeConfig(codec="int8", pipeline=True, sync_every=20, staleness_budget=1.0),
     "int1-2c+pipeline(BSA)": ExchangeConfig(codec="int1-2c", pipeline=True, sync_every=20, staleness_budget=1.0),
+    # the adaptor with a tighter bound: a synchronous epoch at least every 5 (does late-training staleness cost?)
+    "int1+pipeline(BSA K=5)": ExchangeConfig(codec="int1", pipeline=True, sync_every=5, staleness_budget=1.0),
 }
 EVAL_EVERY = 2
 # epochs at the end of training whose evaluations are averaged into final_test_acc: a statistic without the
