@@ -184,7 +184,8 @@ def exchanger_state(ex) -> dict:
             "pending_fwd": None if fwd is None else _copy(fwd[0].rows),
             "pending_fwd_refresh": None if fwd is None else bool(fwd[1]),
             "pending_bwd": None if bwd is None else _copy(bwd.rows),
-            "prev_sent": _copy(ex.prev_sent), "drift": ex.drift}
+            "prev_sent": _copy(ex.prev_sent), "drift": ex.drift,
+            "smooth_fwd": _copy(ex.smooth_fwd), "smooth_bwd": _copy(ex.smooth_bwd)}
 
 
 def load_exchanger_state(ex, state: dict, device: torch.device) -> None:
@@ -197,6 +198,7 @@ def load_exchanger_state(ex, state: dict, device: torch.device) -> None:
     ex.pending_fwd = None if fwd is None else (ResolvedTransfer(fwd), state["pending_fwd_refresh"])
     ex.pending_bwd = None if bwd is None else ResolvedTransfer(bwd)
     ex.prev_sent, ex.drift = to(state.get("prev_sent")), tuple(state.get("drift", (0.0, 0.0)))
+    ex.smooth_fwd, ex.smooth_bwd = to(state.get("smooth_fwd")), to(state.get("smooth_bwd"))
 
 
 def partition_digest(owned: Tensor) -> str:

@@ -35,6 +35,8 @@ from distributed import codecs
 from distributed.partition import Partition
 from distributed.staleness import row_drift
 
+HALO_DROPOUT = ("owner", "receiver")
+
 
 @dataclass(frozen=True, kw_only=True)
 class ExchangeConfig:
@@ -50,6 +52,14 @@ class ExchangeConfig:
             epoch whenever the stale epochs since the last one would exceed this total relative drift; 0 = off.
         delta: forward delta coding against a shared reference (EF21-style).
         refresh_every: with ``delta``, send exact fp32 rows every this many epochs.
+        halo_dropout: who draws the dropout mask of a halo row in layers >= 1 (layer 0's input rows are always
+            dropped by the receiver). ``"owner"``: rows travel after the owner's dropout, one mask per node as in
+            single-process training. ``"receiver"``: rows travel before dropout and each receiver draws its own
+            mask (PipeGCN / Sylvie's order); a stale halo gradient then returns through the mask its own forward
+            used, where with ``"owner"`` it meets the owner's next mask.
+        smoothing: with ``pipeline``, PipeGCN's smoothing: stale epochs use an exponential moving average of the
+            stale halo rows and of the stale halo gradients, ``avg = m * avg + (1 - m) * received`` with this
+            momentum ``m`` (PipeGCN uses 0.95); a synchronous epoch resets both averages to its exact rows. 0 = off.
     """
 
     codec: str = "fp32"
@@ -59,9 +69,13 @@ class ExchangeConfig:
     staleness_budget: float = 0.0
     delta: bool = False
     refresh_every: int = 20
+    halo_dropout: str = "owner"
+    smoothing: float = 0.0
 
     def __post_init__(self) -> None:
         codecs.check_codec(self.codec)
+        if self.halo_dropout not in HALO_DROPOUT:
+            raise ValueError(f"ExchangeConfig: halo_dropout={self.halo_dropout!r}; valid: {', '.join(HALO_DROPOUT)}")
         if self.grad_codec:
             codecs.check_codec(self.grad_codec)
         if self.sync_every < 0:
@@ -72,6 +86,10 @@ class ExchangeConfig:
             raise ValueError("ExchangeConfig: sync_every only acts with pipeline=True; set pipeline or drop it")
         if not (math.isfinite(self.staleness_budget) and self.staleness_budget >= 0):
             raise ValueError(f"ExchangeConfig: staleness_budget={self.staleness_budget}; use 0 (off) or a drift > 0")
+        if not 0 <= self.smoothing < 1:  # also refuses nan
+            raise ValueError(f"ExchangeConfig: smoothing={self.smoothing}; use 0 (off) or a momentum in (0, 1)")
+        if self.smoothing and not self.pipeline:
+            raise ValueError("ExchangeConfig: smoothing averages stale halos; it needs pipeline=True")
         if self.staleness_budget and not (self.pipeline and self.sync_every):
             raise ValueError("ExchangeConfig: staleness_budget (adaptive synchronisation) needs pipeline=True and "
                              "sync_every=K as its bound (a synchronous epoch at least every K epochs)")
@@ -151,6 +169,10 @@ class HaloExchanger:
         self.synchronous_now = False
         self.prev_sent: Tensor | None = None  # (sum S_p, F)
         self.drift = (0.0, 0.0)
+        # smoothing (cfg.smoothing): moving averages of the halo rows (N_h, F) and of the halo gradients of the owned
+        # rows sent (sum S_p, F) that stale steps use
+        self.smooth_fwd: Tensor | None = None
+        self.smooth_bwd: Tensor | None = None
 
     # --- epoch control -------------------------------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
@@ -168,6 +190,11 @@ class HaloExchanger:
         """The drift sums of the last training step (`staleness.row_drift`), reset to zero."""
         drift, self.drift = self.drift, (0.0, 0.0)
         return drift
+
+    def _smoothed(self, average: Tensor | None, received: Tensor) -> Tensor:
+        """The moving average ``average`` updated with the stale ``received`` rows (``received`` if none yet)."""
+        m = self.cfg.smoothing
+        return received if average is None else m * average + (1 - m) * received
 
     def _timed_result(self, t: Transfer) -> Tensor:
         start = time.perf_counter()
@@ -210,7 +237,10 @@ class HaloExchanger:
             return self._finish_forward(*self._post_forward(x_own, "eval", update=False), update=False)
         if not self.stale:
             self.drain()
-            return self._finish_forward(*self._post_forward(x_own, "forward", update=True), update=True)
+            halo = self._finish_forward(*self._post_forward(x_own, "forward", update=True), update=True)
+            if self.cfg.smoothing:  # synchronous: exact rows, and the average restarts from them
+                self.smooth_fwd = halo
+            return halo
         previous = self.pending_fwd
         if previous is None and self.last_halo is not None:  # after a synchronous epoch: its halo is 1 step old
             halo = self.last_halo
@@ -219,6 +249,8 @@ class HaloExchanger:
         else:
             halo = self._finish_forward(*previous, update=True)
         self.pending_fwd = self._post_forward(x_own, "forward", update=True)
+        if self.cfg.smoothing:
+            halo = self.smooth_fwd = self._smoothed(self.smooth_fwd, halo)
         return halo
 
     def drain(self) -> None:
@@ -245,6 +277,13 @@ class HaloExchanger:
             grad_rows = self._timed_result(previous) if previous is not None else None
         else:
             grad_rows = self._timed_result(t)
+        if self.cfg.smoothing:
+            if grad_rows is None:  # the first stale step after a synchronous one: the average is all there is
+                grad_rows = self.smooth_bwd
+            elif self.stale:
+                grad_rows = self.smooth_bwd = self._smoothed(self.smooth_bwd, grad_rows)
+            else:  # synchronous: exact rows, and the average restarts from them
+                self.smooth_bwd = grad_rows
         grad = grad_halo.new_zeros((num_owned, grad_halo.size(1)))
         if grad_rows is not None and grad_rows.numel():
             grad.index_add_(0, torch.cat(self.part.send_index), grad_rows.to(grad.dtype))

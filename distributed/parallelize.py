@@ -14,7 +14,8 @@ Order of what is applied (documented here only):
 The layer-0 input is exchanged once, at the first step (Sylvie/PipeGCN's pre-processing), with the narrowest
 codec that keeps it exact (``ParallelConfig.input_codec``), and kept in checkpoints so that a resumed run does not
 send it again: input features carry no gradient. Dropout of layer 0's halo rows is then drawn by the receiver;
-every other layer exchanges owner-dropped rows, so with dropout 0 the result is exact.
+every other layer exchanges owner-dropped rows (``ExchangeConfig.halo_dropout``: or undropped rows that the receiver
+drops), so with dropout 0 the result is exact.
 """
 
 from __future__ import annotations
@@ -85,19 +86,30 @@ class GlobalGCNNorm:
 
 
 class HaloConv(nn.Module):
-    """conv(cat(x_own, halo(x_own)), local edges)[:N_o]. Shapes: x_own (N_o, F_in) -> (N_o, F_out)."""
+    """conv(cat(dropout(x_own), dropout(halo)), local edges)[:N_o]. Shapes: x_own (N_o, F_in) -> (N_o, F_out).
 
-    def __init__(self, conv: nn.Module, exchanger: HaloExchanger, num_owned: int) -> None:
+    Receives the undropped input (`GNN.convs_apply_dropout`) and drops it itself, so that it can choose which side
+    draws a halo row's mask (`ExchangeConfig.halo_dropout`): the owner's rows are always dropped first, then the
+    halo rows, by the receiver unless they travelled already dropped.
+    """
+
+    def __init__(self, conv: nn.Module, exchanger: HaloExchanger, num_owned: int, dropout_p: float) -> None:
         super().__init__()
-        self.conv, self.exchanger, self.num_owned = conv, exchanger, num_owned
+        self.conv, self.exchanger, self.num_owned, self.dropout_p = conv, exchanger, num_owned, dropout_p
         self.input_halo: Tensor | None = None  # layer 0 only: fp32 halo of the raw input features
-        self.input_dropout = 0.0
 
     def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
-        if self.input_halo is not None:
-            halo = dropout(self.input_halo, self.input_dropout, self.training)  # (N_h, F_in), dense or sparse COO
+        p, training = self.dropout_p, self.training
+        if self.input_halo is not None:  # layer 0: the input rows, exchanged once, dropped here
+            x = dropout(x, p, training)
+            halo = dropout(self.input_halo, p, training)  # (N_h, F_in), dense or sparse COO
+        elif self.exchanger.cfg.halo_dropout == "receiver":
+            halo = halo_exchange(x, self.exchanger, training)  # (N_h, F_in), undropped
+            x = dropout(x, p, training)
+            halo = dropout(halo, p, training)
         else:
-            halo = halo_exchange(x, self.exchanger, self.training)  # (N_h, F_in)
+            x = dropout(x, p, training)
+            halo = halo_exchange(x, self.exchanger, training)  # (N_h, F_in), dropped by the owner
         if x.is_sparse != halo.is_sparse:
             raise ValueError("HaloConv: own and halo input rows must both be dense or both sparse; pass sparse "
                              "own features exactly when ParallelConfig.sparse_input is set")
@@ -124,8 +136,8 @@ class DistGNN(nn.Module):
             self.exchangers.append(ex)
             if isinstance(conv, GCNConv):
                 conv.normalized_edges = GlobalGCNNorm(part)  # instance attribute shadows the method
-            model.convs[i] = HaloConv(conv, ex, part.num_owned)
-        self.module.convs[0].input_dropout = model.cfg.dropout
+            model.convs[i] = HaloConv(conv, ex, part.num_owned, model.cfg.dropout)
+        model.convs_apply_dropout = True
         self._input_key: Tensor | None = None
         self.input_codec: str | None = None  # what the setup exchange used (None: not exchanged by this run)
         self.shard: ShardInfo | None = None

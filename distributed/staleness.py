@@ -6,10 +6,11 @@ receiver's view enters:
 
     drift_l(t) = || x_l(t) - x_l(t-1) ||_F / || x_l(t) ||_F    (boundary rows of layer l, summed over all ranks)
 
-Layers >= 1 exchange rows after the owner's dropout, and two epochs' masks differ: counted naively, dropout alone
-makes the drift ~ sqrt(2p) (1.0 at p = 0.5) whatever the weights do. Only entries that both steps kept
-(non-zero in both) are counted; the inverted-dropout scale 1 / (1 - p) is the same in both and cancels, so the
-measure follows the activations, not the masks.
+Layers >= 1 exchange rows after the owner's dropout (``ExchangeConfig.halo_dropout="owner"``, the default), and
+two epochs' masks differ: counted naively, dropout alone makes the drift ~ sqrt(2p) (1.0 at p = 0.5) whatever the
+weights do. Only entries that both steps kept (non-zero in both) are counted; the inverted-dropout scale
+1 / (1 - p) is the same in both and cancels, so the measure follows the activations, not the masks (undropped rows,
+``"receiver"``, lose only their ReLU zeros to this rule).
 
 The adaptor spends a budget: each stale epoch costs its drift (the largest over layers); when the next stale epoch
 would take the total since the last synchronous epoch over ``budget``, that epoch runs synchronously and the total

@@ -25,7 +25,7 @@ import torch.distributed as dist
 
 from distributed.checkpoint import CheckpointError
 from distributed.codecs import CODECS
-from distributed.halo import ExchangeConfig
+from distributed.halo import HALO_DROPOUT, ExchangeConfig
 from distributed.runner import CRASH_POINTS, QUANT_MODES, DistTrainConfig, train_rank
 from distributed.teardown import finish_process_groups, run_rank_main
 from gnn.data.partition import METHODS
@@ -51,8 +51,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--staleness-budget", type=float, default=0.0,
                    help="with --pipeline and --sync-every K: Sylvie's Bounded Staleness Adaptor, a synchronous epoch "
                         "whenever the stale epochs' summed relative drift of the boundary rows would exceed this")
+    p.add_argument("--smoothing", type=float, default=0.0,
+                   help="with --pipeline: PipeGCN's smoothing, stale epochs use a moving average of the stale halo "
+                        "rows and halo gradients with this momentum (PipeGCN: 0.95); 0 = off")
     p.add_argument("--delta", action="store_true", help="EF21-style delta coding of forward halo rows")
     p.add_argument("--refresh-every", type=int, default=20, help="with --delta: fp32 refresh period (epochs)")
+    p.add_argument("--halo-dropout", default=ExchangeConfig.halo_dropout, choices=HALO_DROPOUT,
+                   help="who draws the dropout mask of a halo row (layers >= 1): owner = rows travel dropped, as in "
+                        "single-process training; receiver = rows travel undropped and each receiver drops them "
+                        "(PipeGCN / Sylvie's order)")
     p.add_argument("--hidden", type=int, default=256)
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--dropout", type=float, default=0.5)
@@ -101,7 +108,8 @@ def build_config(args: argparse.Namespace, world_size: int) -> DistTrainConfig:
     exchange = ExchangeConfig(codec=args.exchange, grad_codec=args.grad_exchange, pipeline=args.pipeline,
                               sync_every=args.sync_every,
                               staleness_budget=args.staleness_budget, delta=args.delta,
-                              refresh_every=args.refresh_every)
+                              refresh_every=args.refresh_every, halo_dropout=args.halo_dropout,
+                              smoothing=args.smoothing)
     return DistTrainConfig(dataset=args.dataset, arch=args.model, num_parts=parts, exchange=exchange,
                            hidden_dim=args.hidden, num_layers=args.layers, dropout=args.dropout, lr=args.lr,
                            weight_decay=args.weight_decay, epochs=args.epochs,

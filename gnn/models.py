@@ -160,6 +160,9 @@ class GNN(nn.Module):
         dims = [cfg.in_dim] + [hidden] * (cfg.num_layers - 1) + [cfg.out_dim if node_task else hidden]
         self.convs = nn.ModuleList()
         self.norms = nn.ModuleList()
+        # node tasks: False = this stack drops each layer's input before calling the conv; True = the convs do it
+        # themselves (a wrapper that needs the undropped input, e.g. distributed.parallelize.HaloConv)
+        self.convs_apply_dropout = False
         for i in range(cfg.num_layers):
             is_last = i == cfg.num_layers - 1
             self.convs.append(make_conv(cfg, dims[i], dims[i + 1], is_last))
@@ -185,7 +188,7 @@ class GNN(nn.Module):
         readouts = [x] if cfg.pool != "none" and cfg.readout_input else []
         for i, (conv, norm) in enumerate(zip(self.convs, self.norms, strict=True)):
             is_last = i == cfg.num_layers - 1
-            p = cfg.dropout if cfg.pool == "none" else 0.0
+            p = cfg.dropout if cfg.pool == "none" and not self.convs_apply_dropout else 0.0
             h = conv(dropout(x, p, self.training), edge_index)
             if not (is_last and cfg.pool == "none"):
                 h = self._activation(norm(h))

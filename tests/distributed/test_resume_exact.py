@@ -1,6 +1,6 @@
 """Exact resume (distributed.checkpoint): a run stopped or killed and resumed equals the uninterrupted run bitwise,
 with dropout on and the stateful halo exchange (stochastic int2 codec, pipelined stale halos picked by the Bounded
-Staleness Adaptor, delta references);
+Staleness Adaptor and smoothed, delta references);
 a checkpoint whose file is corrupt or missing is refused with an error naming the file.
 
 The spawned runs share one module fixture: 2 gloo ranks on Cora, hidden 16, 6 epochs.
@@ -25,7 +25,8 @@ METRICS = ("epoch", "loss", "val_acc", "test_acc", "exchange_bytes", "stale_halo
 BEST = ("best_val_acc", "test_acc_at_best_val", "best_epoch")
 BASE = DistTrainConfig(dataset="cora", num_parts=2, hidden_dim=16, epochs=EPOCHS, log_every=0,
                        exchange=ExchangeConfig(codec="int2", pipeline=True, sync_every=4, staleness_budget=0.5,
-                                               delta=True, refresh_every=3))  # dropout 0.5 (the default)
+                                               delta=True, refresh_every=3, smoothing=0.8,
+                                               halo_dropout="receiver"))  # dropout 0.5 (the default)
 
 
 def metrics(result: dict) -> list[tuple]:
@@ -179,7 +180,8 @@ def test_exchanger_state_resolves_transfers_in_flight(tmp_path):
 
     fwd, bwd = InFlight(torch.randn(3, 2)), InFlight(torch.randn(4, 2))
     ex = SimpleNamespace(ref_send=torch.randn(4, 2), ref_recv=torch.randn(3, 2), last_halo=None,
-                         pending_fwd=(fwd, True), pending_bwd=bwd, prev_sent=torch.randn(4, 2), drift=(0.25, 4.0))
+                         pending_fwd=(fwd, True), pending_bwd=bwd, prev_sent=torch.randn(4, 2), drift=(0.25, 4.0),
+                         smooth_fwd=torch.randn(3, 2), smooth_bwd=torch.randn(4, 2))
     ckpt.save_atomic(ckpt.exchanger_state(ex), tmp_path / "ex.pt")
     assert fwd.waited and bwd.waited and isinstance(ex.pending_bwd, ckpt.ResolvedTransfer)
     fresh = SimpleNamespace()
@@ -187,5 +189,6 @@ def test_exchanger_state_resolves_transfers_in_flight(tmp_path):
     assert torch.equal(fresh.ref_send, ex.ref_send) and torch.equal(fresh.ref_recv, ex.ref_recv)
     assert fresh.last_halo is None and fresh.pending_fwd[1] is True
     assert torch.equal(fresh.prev_sent, ex.prev_sent) and fresh.drift == (0.25, 4.0)  # the adaptor's measurement
+    assert torch.equal(fresh.smooth_fwd, ex.smooth_fwd) and torch.equal(fresh.smooth_bwd, ex.smooth_bwd)
     assert torch.equal(fresh.pending_fwd[0].result(), ex.pending_fwd[0].result())
     assert torch.equal(fresh.pending_bwd.result(), ex.pending_bwd.result())

@@ -22,6 +22,8 @@ def test_world_size_must_equal_parts():
     assert cfg.num_parts == 3 and cfg.exchange == ExchangeConfig(codec="int1", pipeline=True, sync_every=10)
     cfg = build_config(parse_args(["--pipeline", "--sync-every", "50", "--staleness-budget", "2"]), world_size=2)
     assert cfg.exchange.adaptive and (cfg.exchange.staleness_budget, cfg.exchange.sync_every) == (2.0, 50)
+    cfg = build_config(parse_args(["--pipeline", "--smoothing", "0.95", "--halo-dropout", "receiver"]), world_size=2)
+    assert (cfg.exchange.smoothing, cfg.exchange.halo_dropout) == (0.95, "receiver")
 
 
 def test_parser_refuses_an_unknown_codec():
@@ -37,6 +39,7 @@ def test_parser_refuses_an_unknown_codec():
     (["--lr", "nan"], "lr=nan"),
     (["--lr", "0"], "lr=0.0"),
     (["--dropout", "1"], "dropout=1.0"),
+    (["--smoothing", "0.9"], "needs pipeline=True"),
     (["--hidden", "0"], "hidden_dim=0"),
     (["--timeout-s", "inf"], "--timeout-s inf"),
     (["--parts", "-2"], "--parts -2"),
