@@ -60,6 +60,8 @@ class ExchangeConfig:
         smoothing: with ``pipeline``, PipeGCN's smoothing: stale epochs use an exponential moving average of the
             stale halo rows and of the stale halo gradients, ``avg = m * avg + (1 - m) * received`` with this
             momentum ``m`` (PipeGCN uses 0.95); a synchronous epoch resets both averages to its exact rows. 0 = off.
+        stale_gradients: with ``pipeline``, halo gradients are one step stale too (PipeGCN / Sylvie); False sends
+            them synchronously in every step, so only the forward transfer overlaps compute.
     """
 
     codec: str = "fp32"
@@ -71,6 +73,7 @@ class ExchangeConfig:
     refresh_every: int = 20
     halo_dropout: str = "owner"
     smoothing: float = 0.0
+    stale_gradients: bool = True
 
     def __post_init__(self) -> None:
         codecs.check_codec(self.codec)
@@ -88,6 +91,8 @@ class ExchangeConfig:
             raise ValueError(f"ExchangeConfig: staleness_budget={self.staleness_budget}; use 0 (off) or a drift > 0")
         if not 0 <= self.smoothing < 1:  # also refuses nan
             raise ValueError(f"ExchangeConfig: smoothing={self.smoothing}; use 0 (off) or a momentum in (0, 1)")
+        if not self.stale_gradients and not self.pipeline:
+            raise ValueError("ExchangeConfig: stale_gradients=False (fresh gradients) only acts with pipeline=True")
         if self.smoothing and not self.pipeline:
             raise ValueError("ExchangeConfig: smoothing averages stale halos; it needs pipeline=True")
         if self.staleness_budget and not (self.pipeline and self.sync_every):
@@ -269,10 +274,10 @@ class HaloExchanger:
         grad_halo = grad_halo.contiguous()
         send = list(torch.split(grad_halo, self.part.recv_counts))  # rows owned by each peer
         codec = self.cfg.backward_codec
-        t = Transfer(send, self.part.send_counts, codec, self.generator, self.group,
-                     async_op=self.stale)
+        stale = self.stale and self.cfg.stale_gradients
+        t = Transfer(send, self.part.send_counts, codec, self.generator, self.group, async_op=stale)
         self.counter.add(self.epoch, self.layer, "backward", t.num_bytes)
-        if self.stale:
+        if stale:
             previous, self.pending_bwd = self.pending_bwd, t
             grad_rows = self._timed_result(previous) if previous is not None else None
         else:
@@ -280,7 +285,7 @@ class HaloExchanger:
         if self.cfg.smoothing:
             if grad_rows is None:  # the first stale step after a synchronous one: the average is all there is
                 grad_rows = self.smooth_bwd
-            elif self.stale:
+            elif stale:
                 grad_rows = self.smooth_bwd = self._smoothed(self.smooth_bwd, grad_rows)
             else:  # synchronous: exact rows, and the average restarts from them
                 self.smooth_bwd = grad_rows

@@ -54,6 +54,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--smoothing", type=float, default=0.0,
                    help="with --pipeline: PipeGCN's smoothing, stale epochs use a moving average of the stale halo "
                         "rows and halo gradients with this momentum (PipeGCN: 0.95); 0 = off")
+    p.add_argument("--fresh-gradients", action="store_true",
+                   help="with --pipeline: halo gradients travel synchronously in every step (only the forward "
+                        "transfer overlaps compute; by default they are one step stale too)")
     p.add_argument("--delta", action="store_true", help="EF21-style delta coding of forward halo rows")
     p.add_argument("--refresh-every", type=int, default=20, help="with --delta: fp32 refresh period (epochs)")
     p.add_argument("--halo-dropout", default=ExchangeConfig.halo_dropout, choices=HALO_DROPOUT,
@@ -109,7 +112,7 @@ def build_config(args: argparse.Namespace, world_size: int) -> DistTrainConfig:
                               sync_every=args.sync_every,
                               staleness_budget=args.staleness_budget, delta=args.delta,
                               refresh_every=args.refresh_every, halo_dropout=args.halo_dropout,
-                              smoothing=args.smoothing)
+                              smoothing=args.smoothing, stale_gradients=not args.fresh_gradients)
     return DistTrainConfig(dataset=args.dataset, arch=args.model, num_parts=parts, exchange=exchange,
                            hidden_dim=args.hidden, num_layers=args.layers, dropout=args.dropout, lr=args.lr,
                            weight_decay=args.weight_decay, epochs=args.epochs,

@@ -112,7 +112,7 @@ def halo_dropout_probe(halo_dropout: str) -> dict:
     return {"halo": halo, "owner_rows": rows[part.halo], "autograd": autograd, "numeric": numeric}
 
 
-def smoothing_probe(momentum: float, steps: int) -> dict:
+def smoothing_probe(momentum: float, steps: int, stale_gradients: bool = True) -> dict:
     """Drive one pipelined `HaloExchanger` (fp32, no synchronous epoch) with ``smoothing=momentum`` on a 2-part
     path graph: step t sends owned rows of value t + 1 and halo gradients of value 10 (t + 1). Returns per step
     the halo row values used and the gradient values the owner received for its sent rows."""
@@ -122,7 +122,8 @@ def smoothing_probe(momentum: float, steps: int) -> dict:
     n = 8
     ei = torch.stack([torch.arange(n - 1), torch.arange(1, n)])
     part = build_partition(torch.cat([ei, ei.flip(0)], dim=1), torch.arange(n) // (n // 2), dist.get_rank())
-    ex = HaloExchanger(part, ExchangeConfig(codec="fp32", pipeline=True, smoothing=momentum), 1, ByteCounter())
+    ex = HaloExchanger(part, ExchangeConfig(codec="fp32", pipeline=True, smoothing=momentum,
+                                                      stale_gradients=stale_gradients), 1, ByteCounter())
     halos, grads = [], []
     for t in range(steps):
         ex.set_epoch(t)

@@ -53,8 +53,17 @@ def test_smoothing_is_a_moving_average_of_the_stale_rows(momentum):
             assert got == pytest.approx([grads[t]] * len(got), rel=1e-6), t
 
 
+def test_fresh_gradients_with_stale_halos():
+    """stale_gradients=False: the forward stays one step stale, the gradients of every step arrive in that step."""
+    for r in spawn(smoothing_probe, 2, 0.0, 4, False, timeout_s=300):
+        assert [row[0][0] for row in r["halos"]] == [1.0, 1.0, 2.0, 3.0]
+        assert [row[0][0] for row in r["grads"]] == [10.0, 20.0, 30.0, 40.0]
+
+
 def test_smoothing_needs_the_pipeline():
     with pytest.raises(ValueError, match="needs pipeline=True"):
         ExchangeConfig(smoothing=0.9)
     with pytest.raises(ValueError, match="smoothing=1.0"):
         ExchangeConfig(pipeline=True, smoothing=1.0)
+    with pytest.raises(ValueError, match="only acts with pipeline=True"):
+        ExchangeConfig(stale_gradients=False)

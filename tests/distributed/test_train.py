@@ -22,8 +22,10 @@ def test_world_size_must_equal_parts():
     assert cfg.num_parts == 3 and cfg.exchange == ExchangeConfig(codec="int1", pipeline=True, sync_every=10)
     cfg = build_config(parse_args(["--pipeline", "--sync-every", "50", "--staleness-budget", "2"]), world_size=2)
     assert cfg.exchange.adaptive and (cfg.exchange.staleness_budget, cfg.exchange.sync_every) == (2.0, 50)
-    cfg = build_config(parse_args(["--pipeline", "--smoothing", "0.95", "--halo-dropout", "receiver"]), world_size=2)
-    assert (cfg.exchange.smoothing, cfg.exchange.halo_dropout) == (0.95, "receiver")
+    cfg = build_config(parse_args(["--pipeline", "--smoothing", "0.95", "--halo-dropout", "receiver",
+                                   "--fresh-gradients"]), world_size=2)
+    assert (cfg.exchange.smoothing, cfg.exchange.halo_dropout, cfg.exchange.stale_gradients) == (0.95, "receiver",
+                                                                                                 False)
 
 
 def test_parser_refuses_an_unknown_codec():
