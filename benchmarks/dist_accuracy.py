@@ -9,7 +9,9 @@ fp32 exchange, Sylvie's int1 (stochastic row min/max), int1 + pipeline (one-epoc
 10th epoch), the contractive int1-2c, int1-2c + delta coding (EF21-style, fp32 refresh every 20 epochs), int8, the
 other codecs pipelined, and every codec pipelined with Sylvie's Bounded Staleness Adaptor (`distributed.staleness`:
 drift budget 1.0, a synchronous epoch at least every 20; `benchmarks/dist_time.py` times it at the synchronous
-fraction these runs chose).
+fraction these runs chose). Two remedies for the pipelined runs' late-training cost are rows of their own: halo rows
+sent undropped and dropped by each receiver (`+rx-dropout`, PipeGCN / Sylvie's order, with its synchronous
+reference `fp32+rx-dropout`), and PipeGCN's smoothing of stale halos and gradients (`+smooth`, momentum 0.95).
 Selection: test accuracy at the epoch of best validation accuracy (evaluated every 2 epochs), over all epochs
 (no early stopping). Seed s uses split s and METIS partition seed s. Mean +- std over seeds.
 
@@ -53,6 +55,24 @@ VARIANTS = {
     "int1-2c+pipeline(BSA)": ExchangeConfig(codec="int1-2c", pipeline=True, sync_every=20, staleness_budget=1.0),
     # the adaptor with a tighter bound: a synchronous epoch at least every 5 (does late-training staleness cost?)
     "int1+pipeline(BSA K=5)": ExchangeConfig(codec="int1", pipeline=True, sync_every=5, staleness_budget=1.0),
+    # halo rows sent before dropout, each receiver drawing its own mask (PipeGCN / Sylvie's order): does the owner's
+    # mask, which a stale halo gradient meets one step late, cost the pipelined runs their late accuracy?
+    "fp32+rx-dropout": ExchangeConfig(codec="fp32", halo_dropout="receiver"),
+    "fp32+pipeline(BSA)+rx-dropout": ExchangeConfig(codec="fp32", pipeline=True, sync_every=20, staleness_budget=1.0,
+                                                    halo_dropout="receiver"),
+    "int1+rx-dropout": ExchangeConfig(codec="int1", halo_dropout="receiver"),
+    "int1+pipeline(BSA)+rx-dropout": ExchangeConfig(codec="int1", pipeline=True, sync_every=20, staleness_budget=1.0,
+                                                    halo_dropout="receiver"),
+    # PipeGCN's smoothing (momentum 0.95) of the stale halos and halo gradients between the adaptor's synchronous epochs
+    "fp32+pipeline(BSA)+smooth": ExchangeConfig(codec="fp32", pipeline=True, sync_every=20, staleness_budget=1.0,
+                                                smoothing=0.95),
+    "int1+pipeline(BSA)+smooth": ExchangeConfig(codec="int1", pipeline=True, sync_every=20, staleness_budget=1.0,
+                                                smoothing=0.95),
+    # stale halos, fresh halo gradients (the backward exchange synchronous): which half of staleness costs?
+    "fp32+pipeline(BSA)+fresh-grad": ExchangeConfig(codec="fp32", pipeline=True, sync_every=20, staleness_budget=1.0,
+                                                    stale_gradients=False),
+    "int1+pipeline(BSA)+fresh-grad": ExchangeConfig(codec="int1", pipeline=True, sync_every=20, staleness_budget=1.0,
+                                                    stale_gradients=False),
 }
 EVAL_EVERY = 2
 # epochs at the end of training whose evaluations are averaged into final_test_acc: a statistic without the
