@@ -1,7 +1,8 @@
 """Epoch speedup of compressed and pipelined halo exchange against link bandwidth, on a real shaped network.
 
     python -m benchmarks.dist_time [--bandwidths 0.05,0.1,0.25,0.5,1,2.5] [--ranks 2] \\
-        [--codecs fp32,int8,int1,int1-2c] [--modes sync,pipelined] [--epochs 5] [--scale 17] [--hidden 64]
+        [--codecs fp32,int8,int1,int1-2c] [--modes sync,pipelined,pipelined-fresh] [--epochs 5] [--scale 17] \\
+        [--hidden 64]
 
 Graph: R-MAT (`gnn.data.synthetic.powerlaw_graph`, 2^scale nodes), METIS partitions, a 2-layer GCN (dropout 0.5).
 Per bandwidth, one spawn of ``--ranks`` gloo ranks (one thread each) whose TCP traffic crosses
@@ -16,9 +17,11 @@ is the time from its start to the next one's, so nothing in flight escapes the c
 * ``wait_s``: max over ranks of (its blocked time - ``comm_s``): waiting for slower peers (load imbalance);
 * ``codec_s``: max over ranks of encode + decode; ``compute_s``: max over ranks of the rest.
 
-Modes: ``sync`` (fresh halos every step) and ``pipelined`` (one-step-stale halos, the transfer overlapped with the
-next step: every timed epoch is a stale one). Pipelined training with a synchronous epoch every K is reported as
-((K - 1) pipelined + 1 sync) / K from the two measured rows. The fp32 synchronous run at each bandwidth gives the
+Modes: ``sync`` (fresh halos every step), ``pipelined`` (one-step-stale halos and halo gradients, the transfers
+overlapped with the next step: every timed epoch is a stale one) and ``pipelined-fresh`` (stale halos, but the halo
+gradients sent synchronously in every step: `ExchangeConfig.stale_gradients=False`, only the forward overlaps).
+Pipelined training with a synchronous epoch every K is reported as ((K - 1) pipelined + 1 sync) / K from the two
+measured rows. The fp32 synchronous run at each bandwidth gives the
 fraction of its epoch spent communicating, 1 - compute / epoch, and the **compute-only bound**: fp32 epoch / fp32
 compute, the speedup of a free network. The compute time is the loopback fp32 run's (include ``loopback``, as the
 default does): DDP's gradient all-reduce is asynchronous, so on a slow link the rank blocked least in the halo
@@ -43,7 +46,7 @@ from pathlib import Path
 from benchmarks._common import RESULTS, load_results, machine, save_results, table_head, table_row
 
 CODECS = ("fp32", "int8", "int1", "int1-2c")
-MODES = ("sync", "pipelined")
+MODES = ("sync", "pipelined", "pipelined-fresh")
 BANDWIDTHS = "loopback,0.05,0.1,0.25,0.5,1,2.5"
 AMORTIZE_K = 10  # the pipelined accuracy runs' period (benchmarks/dist_accuracy.py)
 GOALS = {"comm_fraction": 0.7, "int1_speedup": 4.0, "pipelined_of_bound": 0.9}
@@ -151,7 +154,8 @@ def worker(scale: int, hidden: int, runs: list[tuple[str, str]], epochs: int) ->
         torch.manual_seed(0)
         model = parallelize_gnn(GNN(ModelConfig(arch="gcn", in_dim=d.x.size(1), out_dim=g.num_classes,
                                                 hidden_dim=hidden, num_layers=2, dropout=0.5)), part,
-                                ParallelConfig(exchange=ExchangeConfig(codec=codec, pipeline=mode == "pipelined")),
+                                ParallelConfig(exchange=ExchangeConfig(codec=codec, pipeline=mode != "sync",
+                                                                       stale_gradients=mode != "pipelined-fresh")),
                                 group=dist.new_group(backend="gloo"))
         opt = torch.optim.Adam(model.parameters(), lr=0.01)
         dist.barrier()
@@ -232,6 +236,9 @@ def derive(rows: list[dict], bsa: tuple[float, str] | None = None) -> list[dict]
                 variants[f"{codec} pipelined K={AMORTIZE_K}"] = ((AMORTIZE_K - 1) * piped + sync) / AMORTIZE_K
                 if bsa is not None:
                     variants[f"{codec} pipelined BSA"] = bsa[0] * sync + (1 - bsa[0]) * piped
+            if bsa is not None and f"{codec} sync" in variants and f"{codec} pipelined-fresh" in variants:
+                fresh = variants[f"{codec} pipelined-fresh"]
+                variants[f"{codec} pipelined-fresh BSA"] = bsa[0] * variants[f"{codec} sync"] + (1 - bsa[0]) * fresh
         speedup = {name: ref["epoch_s"] / s for name, s in variants.items()}
         out.append({"ranks": ref["ranks"], "link": ref["link"], "gbit": ref["gbit"],
                     "oversubscribed": ref["oversubscribed"], "fp32_comm_fraction": 1 - compute / ref["epoch_s"],
@@ -249,13 +256,16 @@ def goals(derived: list[dict]) -> list[dict]:
     for d in derived:
         if d["fp32_comm_fraction"] >= GOALS["comm_fraction"] and "int1 sync" in d["speedup"]:
             piped, bsa = d["of_bound"].get("int1 pipelined"), d["of_bound"].get("int1 pipelined BSA")
+            fresh = d["of_bound"].get("int1 pipelined-fresh BSA")
             out.append({"ranks": d["ranks"], "link": d["link"], "int1_speedup": d["speedup"]["int1 sync"],
                         "int1_ok": d["speedup"]["int1 sync"] >= GOALS["int1_speedup"],
                         "bound": d["compute_only_bound"],  # below 4x, no codec can reach the int1 goal
                         "pipelined_int1_of_bound": piped,
                         "pipelined_ok": piped is not None and piped >= GOALS["pipelined_of_bound"],
                         "pipelined_bsa_int1_of_bound": bsa,
-                        "pipelined_bsa_ok": bsa is not None and bsa >= GOALS["pipelined_of_bound"]})
+                        "pipelined_bsa_ok": bsa is not None and bsa >= GOALS["pipelined_of_bound"],
+                        "pipelined_fresh_bsa_int1_of_bound": fresh,
+                        "pipelined_fresh_bsa_ok": fresh is not None and fresh >= GOALS["pipelined_of_bound"]})
     return out
 
 
@@ -275,8 +285,8 @@ def plot(derived: list[dict], path: Path) -> str | None:
         ds = sorted((d for d in shaped if d["ranks"] == world), key=lambda d: d["gbit"])
         x = [d["gbit"] for d in ds]
         ax.plot(x, [d["compute_only_bound"] for d in ds], "k--", lw=2, label="compute-only bound")
-        for i, codec in enumerate(CODECS):  # a colour per codec, solid pipelined, dash-dotted synchronous
-            for mode, style, marker in (("sync", "-.", "s"), ("pipelined", "-", "o")):
+        for i, codec in enumerate(CODECS):  # a colour per codec; solid pipelined, dotted with fresh gradients
+            for mode, style, marker in (("sync", "-.", "s"), ("pipelined", "-", "o"), ("pipelined-fresh", ":", "^")):
                 name = f"{codec} {mode}"
                 pts = [(d["gbit"], d["speedup"][name]) for d in ds if name in d["speedup"]]
                 if pts and name != "fp32 sync":
@@ -442,10 +452,12 @@ def render(res: dict) -> list[str]:
              "network; compute: the loopback fp32 run's, see the script's docstring); communication share = 1 - "
              f"compute / fp32 epoch; pipelined K={AMORTIZE_K} = 9 pipelined + 1 synchronous epochs, from the measured "
              "rows; pipelined BSA (Sylvie's Bounded Staleness Adaptor) = the same amortization at the largest "
-             "synchronous fraction the adaptor chose in the accuracy runs" + _bsa_source(res) + ".", "",
+             "synchronous fraction the adaptor chose in the accuracy runs" + _bsa_source(res) + "; pipelined-fresh: "
+             "stale halos, halo gradients synchronous in every step.", "",
              *table_head("ranks", "link", "fp32 comm share", "bound", "int8", "int1", "int1-2c", "fp32 pipelined",
                          "int1 pipelined (of bound)", f"int1 pipelined K={AMORTIZE_K}", "int1-2c pipelined",
-                         "fp32 pipelined BSA", "int1 pipelined BSA (of bound)")]
+                         "fp32 pipelined BSA", "int1 pipelined BSA (of bound)",
+                         "int1 pipelined-fresh BSA (of bound)")]
     for d in res.get("derived", []):
         s = d["speedup"]
         over = " (oversubscribed)" if d["oversubscribed"] else ""
@@ -453,7 +465,8 @@ def render(res: dict) -> list[str]:
                                f"{d['compute_only_bound']:.2f}x", _times(s, "int8 sync"), _times(s, "int1 sync"),
                                _times(s, "int1-2c sync"), _times(s, "fp32 pipelined"), _of_bound(d, "int1 pipelined"),
                                _times(s, f"int1 pipelined K={AMORTIZE_K}"), _times(s, "int1-2c pipelined"),
-                               _times(s, "fp32 pipelined BSA"), _of_bound(d, "int1 pipelined BSA")))
+                               _times(s, "fp32 pipelined BSA"), _of_bound(d, "int1 pipelined BSA"),
+                               _of_bound(d, "int1 pipelined-fresh BSA")))
     goal_rows = goals(res.get("derived", []))
     if res.get("plot"):
         lines += ["", f"![epoch speedup against bandwidth](benchmarks/results/{res['plot']})"]
@@ -464,6 +477,7 @@ def render(res: dict) -> list[str]:
                                         and x.get("bound", math.inf) < GOALS["int1_speedup"] else "")
                                      + "), pipelined int1 " + _goal_of_bound(x, "pipelined")
                                      + ", with BSA " + _goal_of_bound(x, "pipelined_bsa")
+                                     + ", with BSA and fresh gradients " + _goal_of_bound(x, "pipelined_fresh_bsa")
                                      for x in goal_rows) or "no bandwidth reached that share") + ".", "",
               "Per run (medians over the timed epochs; seconds):", "",
               *table_head("ranks", "link", "codec", "mode", "epoch", "compute", "comm (exposed)", "wait", "codec",

@@ -42,25 +42,27 @@ def test_bsa_epoch_amortized_at_the_largest_synchronous_fraction():
     assert fraction == pytest.approx(45 / 200) and source == "b fp32+pipeline(BSA)"
     assert dist_time.bsa_sync_fraction({"datasets": {}}) is None
     rows = [row("fp32", "sync", 2.0, 0.4, 1.6), row("int1", "sync", 0.5, 0.4, 0.05),
-            row("int1", "pipelined", 0.42, 0.4, 0.0)]
+            row("int1", "pipelined", 0.42, 0.4, 0.0), row("int1", "pipelined-fresh", 0.46, 0.4, 0.03)]
     (d,) = dist_time.derive(rows, (fraction, source))
     assert d["speedup"]["int1 pipelined BSA"] == pytest.approx(2.0 / (0.225 * 0.5 + 0.775 * 0.42))
+    assert d["speedup"]["int1 pipelined-fresh BSA"] == pytest.approx(2.0 / (0.225 * 0.5 + 0.775 * 0.46))
     assert "fp32 pipelined BSA" not in d["speedup"]  # no fp32 pipelined row measured
     (g,) = dist_time.goals([d])
     assert g["pipelined_bsa_int1_of_bound"] == pytest.approx(d["speedup"]["int1 pipelined BSA"] / 5.0)
     assert g["pipelined_bsa_ok"] == (g["pipelined_bsa_int1_of_bound"] >= 0.9)
+    assert g["pipelined_fresh_bsa_int1_of_bound"] == pytest.approx(d["speedup"]["int1 pipelined-fresh BSA"] / 5.0)
     (plain,) = dist_time.derive(rows)
     assert "int1 pipelined BSA" not in plain["speedup"] and plain["bsa_sync_fraction"] is None
 
 
 def test_worker_times_every_codec_and_mode_on_loopback():
-    runs = [("fp32", "sync"), ("fp32", "pipelined"), ("int1", "sync")]
+    runs = [("fp32", "sync"), ("fp32", "pipelined"), ("int1", "sync"), ("fp32", "pipelined-fresh")]
     per_rank = spawn(dist_time.worker, 2, 9, 16, runs, 2)
     rows = dist_time.summarise(per_rank, 2, 2, "loopback", None)
     assert [(r["codec"], r["mode"]) for r in rows] == runs
     by = {(r["codec"], r["mode"]): r for r in rows}
     fp32, piped, int1 = (by[k]["bytes"] for k in (("fp32", "sync"), ("fp32", "pipelined"), ("int1", "sync")))
-    assert fp32 == piped > 8 * int1  # F = 16: 64 B against 6 B a row
+    assert fp32 == piped == by[("fp32", "pipelined-fresh")]["bytes"] > 8 * int1  # F = 16: 64 B against 6 B a row
     for r in rows:
         assert r["epochs_timed"] == 2 and r["setup_bytes"] > 0
         assert 0 < r["compute_s"] <= r["epoch_s"] and r["comm_s"] >= 0
