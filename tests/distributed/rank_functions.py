@@ -132,3 +132,8 @@ def smoothing_probe(momentum: float, steps: int, stale_gradients: bool = True) -
         grads.append(grad[torch.cat(part.send_index)].tolist())
     ex.drain()
     return {"halos": halos, "grads": grads}
+
+
+def run_probes(calls: list[tuple[str, tuple]]) -> list:
+    """Run several probes of this module in one spawn: ``calls`` = [(function name, args)], results in order."""
+    return [globals()[name](*args) for name, args in calls]
