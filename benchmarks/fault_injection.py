@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from benchmarks._common import machine, save_results, table_head
+from gnn.cli import UsageError
 
 ROOT = Path(__file__).resolve().parents[1]
 METRICS = ("epoch", "loss", "val_acc", "test_acc", "exchange_bytes")
@@ -140,7 +141,7 @@ def reference(args: argparse.Namespace) -> tuple[dict, list[tuple[float, int]]]:
         if finish(proc, args.job_timeout_s) != 0:
             raise SystemExit(f"error: the reference job failed:\n{(work / 'job.log').read_text()[-3000:]}")
         if len(times) < 2:
-            raise SystemExit(f"error: the reference switched in {len(times)} checkpoints; raise --epochs or lower "
+            raise UsageError(f"the reference switched in {len(times)} checkpoints; raise --epochs or lower "
                              "--checkpoint-every so that a kill can fall between two")
         return summary(json.loads((work / "result.json").read_text())), times
 
@@ -184,7 +185,7 @@ def table(runs: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if not Path("/proc/self/environ").exists():
-        raise SystemExit("error: fault_injection.py finds the worker ranks through /proc (Linux only)")
+        raise UsageError("fault_injection.py finds the worker ranks through /proc (Linux only)")
     ref, times = reference(args)
     window_s = times[-1][0] - times[0][0]
     print(f"reference: {len(ref['history'])} epochs, checkpoints at epochs {[e for _, e in times]}, kill window "

@@ -23,6 +23,7 @@ from dataclasses import asdict, fields, replace
 import torch
 
 from benchmarks._common import device_name, load_results, machine, pm, save_results, table_head
+from gnn.cli import UsageError
 from gnn.data.loaders import load_dataset
 from gnn.experiment import run_experiment
 from gnn.presets import model_and_train_config
@@ -65,20 +66,20 @@ def parse_overrides(spec: str, what: str) -> dict:
     for item in filter(None, spec.split(",")):
         key, sep, value = item.partition("=")
         if not sep or key not in _FIELD_TYPES:
-            raise SystemExit(f"error: {what}: {item!r} is not field=value of a TrainConfig field; "
+            raise UsageError(f"{what}: {item!r} is not field=value of a TrainConfig field; "
                              f"fields: {', '.join(sorted(_FIELD_TYPES))}")
         kind = _FIELD_TYPES[key]
         if kind is tuple:
             overrides[key] = tuple(value.split("/"))
         elif kind is bool:
             if value not in ("true", "false"):
-                raise SystemExit(f"error: {what}: {key} takes true or false")
+                raise UsageError(f"{what}: {key} takes true or false")
             overrides[key] = value == "true"
         else:
             try:
                 overrides[key] = kind(value)
             except ValueError:
-                raise SystemExit(f"error: {what}: {key}={value!r} is not of type {kind.__name__}") from None
+                raise UsageError(f"{what}: {key}={value!r} is not of type {kind.__name__}") from None
     return overrides
 
 
@@ -189,7 +190,7 @@ def main() -> None:
                         "(keys *_cuda)")
     args = p.parse_args()
     if args.device == "cuda" and args.jobs > 1:
-        raise SystemExit("error: --device cuda runs one job at a time (one GPU); drop --jobs")
+        raise UsageError("--device cuda runs one job at a time (one GPU); drop --jobs")
     torch.set_num_threads(args.threads)
     overrides = parse_overrides(args.set, "--set")
     cfg = replace(GT_CONFIG, **{"attention": args.attention, "epochs": args.epochs, **overrides})

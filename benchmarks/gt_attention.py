@@ -30,6 +30,7 @@ from pathlib import Path
 import torch
 
 from benchmarks._common import command_list, device_name, machine, table_head
+from gnn.cli import UsageError
 from graphtransformer.attention import dense_attention, edge_mask, flash_dense_attention, sparse_attention
 from graphtransformer.cluster import ClusterConfig, build_cluster_plan, cluster_blocked_attention, metis_relabeling
 from graphtransformer.edge_attention import fused_sparse_attention
@@ -160,7 +161,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     device = args.device
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise SystemExit("error: --device cuda but PyTorch sees no CUDA device; use --device cpu")
+        raise UsageError("--device cuda but PyTorch sees no CUDA device; use --device cpu")
     args.out = args.out or ("benchmarks/results/gt_attention.json" if device == "cpu"
                             else "benchmarks/results/gt_attention_cuda.json")
     measure = _measure_cpu if device == "cpu" else _measure_cuda

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 
 from benchmarks._common import device_name, machine, table_head
 from benchmarks.gt_attention import community_graph
+from gnn.cli import UsageError
 from graphtransformer.cluster import ClusterConfig
 from graphtransformer.flex import FlexConfig
 from graphtransformer.model import GraphTransformer, GraphTransformerConfig, attention_graph
@@ -96,10 +97,10 @@ def main() -> None:
     p.add_argument("--out", default="benchmarks/results/gt_max_nodes.json")
     args = p.parse_args()
     if args.device.startswith("cuda") and not torch.cuda.is_available():
-        raise SystemExit("error: --device cuda but PyTorch sees no CUDA device; use --device cpu for a smoke run")
+        raise UsageError("--device cuda but PyTorch sees no CUDA device; use --device cpu for a smoke run")
     sizes = [int(s) for s in args.sizes.split(",")]
     if sizes != sorted(sizes):
-        raise SystemExit(f"error: --sizes must increase (the first out-of-memory ends a kind); got {sizes}")
+        raise UsageError(f"--sizes must increase (the first out-of-memory ends a kind); got {sizes}")
     command = "python benchmarks/gt_max_nodes.py " + " ".join(sys.argv[1:])
     device_label = device_name(args.device)
     rows, t_start = [], time.perf_counter()

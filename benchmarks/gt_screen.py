@@ -27,13 +27,14 @@ import torch
 
 from benchmarks._common import RESULTS, device_name, load_json, machine, machine_line, pm, save_json, table_head
 from benchmarks.gt_accuracy import GT_CONFIG, gt_seed, overrides_json, parse_overrides, percent_stats
+from gnn.cli import UsageError
 
 
 def parse_variant(text: str) -> tuple[str, dict]:
     """'name:field=value,field=value' -> (name, overrides typed like the TrainConfig field); bad fields are refused."""
     name, _, spec = text.partition(":")
     if not name:
-        raise SystemExit(f"error: --variant {text!r} has no name; use NAME or NAME:field=value,...")
+        raise UsageError(f"--variant {text!r} has no name; use NAME or NAME:field=value,...")
     return name, parse_overrides(spec, f"--variant {text!r}")
 
 
@@ -53,12 +54,12 @@ def run_variant(dataset: str, overrides: dict, seeds: list[int], device: str = "
 def merge_screens(result: dict, other: dict) -> list[str]:
     """Fold the variants of ``other`` into ``result`` (same (group, variant) replaced); returns what was added."""
     if "datasets" not in other:
-        raise SystemExit("error: --merge-file: not a gt_screen result (no 'datasets' key)")
+        raise UsageError("--merge-file: not a gt_screen result (no 'datasets' key)")
     added = []
     for group, variants in other["datasets"].items():
         for name, entry in variants.items():
             if "val_acc" not in entry or "command" not in entry:
-                raise SystemExit(f"error: --merge-file: variant {group}/{name} has no val_acc or command")
+                raise UsageError(f"--merge-file: variant {group}/{name} has no val_acc or command")
             result.setdefault("datasets", {}).setdefault(group, {})[name] = entry
             added.append(f"{group}/{name}")
     return added

@@ -34,6 +34,7 @@ from dataclasses import replace
 import torch
 
 from benchmarks._common import command_list, load_results, machine, machine_line, save_results, table_head
+from gnn.cli import UsageError
 from gnn.data.loaders import load_dataset
 from gnn.models import build_model
 from gnn.presets import model_and_train_config
@@ -82,7 +83,7 @@ def main() -> None:
     args = p.parse_args()
     methods = args.methods.split(",")
     if methods[0] != "none":
-        raise SystemExit("error: --methods must start with 'none' (the FP32 reference of the ratios)")
+        raise UsageError("--methods must start with 'none' (the FP32 reference of the ratios)")
     torch.set_num_threads(args.threads)  # recorded by machine(); the environment's default is every core
     load_start = os.getloadavg()[0]
     command = "python benchmarks/quant_speed.py " + " ".join(sys.argv[1:])

@@ -34,6 +34,7 @@ from benchmarks._common import (
     table_head,
     train_and_export,
 )
+from gnn.cli import UsageError
 
 NODE_DATASETS, MODELS = QUANT_GRID_NODE
 
@@ -80,11 +81,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     datasets, models = args.datasets.split(","), args.models.split(",")
     for d in datasets:
         if d not in NODE_DATASETS:
-            raise SystemExit(f"error: --datasets: {d!r} has no export (node-level grid datasets: "
+            raise UsageError(f"--datasets: {d!r} has no export (node-level grid datasets: "
                              f"{', '.join(NODE_DATASETS)})")
     for m in models:
         if m not in MODELS:
-            raise SystemExit(f"error: --models: unknown model {m!r}; valid: {', '.join(MODELS)}")
+            raise UsageError(f"--models: unknown model {m!r}; valid: {', '.join(MODELS)}")
     command = "python benchmarks/quant_storage.py " + " ".join(argv if argv is not None else sys.argv[1:])
     cells = []
     with tempfile.TemporaryDirectory() as tmp:

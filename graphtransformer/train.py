@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from dataclasses import asdict, replace
 from datetime import timedelta
 from pathlib import Path
@@ -22,9 +21,11 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from distributed.checkpoint import CheckpointError
 from distributed.codecs import CODECS
 from distributed.teardown import finish_process_groups, run_rank_main
 from distributed.train import init_process_group
+from gnn.cli import UsageError
 from graphtransformer.checkpointing import CheckpointConfig, SeedCheckpoints, ensure_process_group
 from graphtransformer.cluster import metis_relabeling
 from graphtransformer.model import BRANCH_ACTIVATIONS, GraphTransformer
@@ -151,8 +152,7 @@ def _patience(args: argparse.Namespace) -> int:
 def main() -> None:
     args = _parse()
     if args.seeds < 1:  # bad input: one line and exit status 2, before any data is loaded
-        print(f"error: --seeds {args.seeds}: need at least 1 (seeds 0..n-1 are trained)", file=sys.stderr)
-        raise SystemExit(2)
+        raise UsageError(f"--seeds {args.seeds}: need at least 1 (seeds 0..n-1 are trained)")
     from gnn.data.loaders import load_dataset
 
     cfg = TrainConfig(attention=args.attention, num_layers=args.layers, hidden_dim=args.hidden, num_heads=args.heads,
@@ -165,25 +165,25 @@ def main() -> None:
                       optimizer=args.optimizer, epochs=args.epochs, patience=_patience(args))
     distributed = args.cp * args.hp > 1 or int(os.environ.get("WORLD_SIZE", "1")) > 1
     if args.export and args.quant not in ("a2q", "degree-aware"):
-        raise SystemExit("error: --export writes learned bitwidths; add --quant a2q or --quant degree-aware")
+        raise UsageError("--export writes learned bitwidths; add --quant a2q or --quant degree-aware")
     if args.export and Path(args.export).exists():
-        raise SystemExit(f"error: --export {args.export} exists; remove it or choose another path")
+        raise UsageError(f"--export {args.export} exists; remove it or choose another path")
     device = torch.device(args.device)
     if device.type != "cpu" and distributed:
-        raise SystemExit(f"error: --device {args.device} runs single-process training only; distributed ranks (gloo) "
+        raise UsageError(f"--device {args.device} runs single-process training only; distributed ranks (gloo) "
                          "run on CPU: drop --device or --cp/--hp")
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("error: --device cuda but PyTorch sees no CUDA device; use --device cpu")
+        raise UsageError("--device cuda but PyTorch sees no CUDA device; use --device cpu")
     if distributed and args.quant != "none":
-        raise SystemExit("error: --quant runs single-process only (per-node quantizer tables are indexed by global "
+        raise UsageError("--quant runs single-process only (per-node quantizer tables are indexed by global "
                          "node id); drop --quant or run with python -m graphtransformer.train and --cp 1 --hp 1")
     if args.checkpoint_dir and args.quant != "none":
-        raise SystemExit("error: --checkpoint-dir covers the unquantized training loop; drop --quant or the "
+        raise UsageError("--checkpoint-dir covers the unquantized training loop; drop --quant or the "
                          "checkpointing")
     if args.checkpoint_every < 1:
-        raise SystemExit(f"error: --checkpoint-every {args.checkpoint_every}: checkpoint after every K >= 1 epochs")
+        raise UsageError(f"--checkpoint-every {args.checkpoint_every}: checkpoint after every K >= 1 epochs")
     if distributed and args.ema_decay > 0:
-        raise SystemExit("error: --ema-decay is single-process only (the weight average of FSDP2-sharded and "
+        raise UsageError("--ema-decay is single-process only (the weight average of FSDP2-sharded and "
                          "replicated parameters is not yet tested against one process); drop --ema-decay or run "
                          "with --cp 1 --hp 1")
     if distributed:
@@ -225,7 +225,10 @@ def main() -> None:
             records.append(train_quantized_seed(model, graph, pe, data, split, cfg, seed, qcfg,
                                                 export_to=args.export if last else None, dataset=args.dataset))
         else:
-            records.append(train_seed(model, data, split, pe, rows, cfg, seed, checkpoints=seed_ck))
+            try:
+                records.append(train_seed(model, data, split, pe, rows, cfg, seed, checkpoints=seed_ck))
+            except CheckpointError as exc:  # every rank checks the same files: all refuse alike, one line, exit 2
+                raise UsageError(str(exc)) from None
             if seed_ck is not None:
                 seed_ck.finish(records[-1])
     result = {"dataset": args.dataset, "device": str(device), "config": asdict(cfg), "schedule": list(cfg.schedule()),

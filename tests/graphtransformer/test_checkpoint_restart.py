@@ -47,12 +47,17 @@ def test_single_process_crash_then_resume_equals_uninterrupted(tmp_path):
     assert all((tmp_path / "ck" / f"seed{s}" / "done.json").is_file() for s in (0, 1))
     again = run(["--seeds", "2", "--checkpoint-dir", str(tmp_path / "ck"), "--out", str(tmp_path / "x.json")],
                 tmp_path)  # without --resume a folder that holds a checkpoint is refused, naming what to do
-    assert again.returncode != 0 and "pass --resume" in again.stderr
+    assert again.returncode == 2 and "pass --resume" in again.stderr and len(again.stderr.splitlines()) == 1
 
 
-def test_checkpointing_refuses_quantized_training(tmp_path):
-    out = run(["--quant", "a2q", "--checkpoint-dir", str(tmp_path / "ck")], tmp_path)
-    assert out.returncode != 0 and "--checkpoint-dir covers the unquantized training loop" in out.stderr
+def test_checkpointing_refuses_quantized_training(tmp_path, monkeypatch, capsys):
+    from graphtransformer import train
+
+    monkeypatch.setattr(sys, "argv", ["graphtransformer.train", "--quant", "a2q", "--checkpoint-dir",
+                                      str(tmp_path / "ck")])
+    with pytest.raises(SystemExit) as exc:
+        train.main()
+    assert exc.value.code == 2 and "--checkpoint-dir covers the unquantized training loop" in capsys.readouterr().err
 
 
 @pytest.mark.slow  # two torchrun jobs of 2 ranks: ~60 s on the 2-core machine

@@ -44,13 +44,18 @@ def test_weight_decay_only_on_projection_matrices():
     assert len(decay["params"]) + len(rest["params"]) == len(list(model.parameters()))
 
 
-def test_train_cli_quantized_run_reports_bits(tmp_path):
+def _train_main(monkeypatch, *argv: str) -> None:
+    """``python -m graphtransformer.train ARGV`` in this process (test_train_cli_help runs a real one)."""
+    from graphtransformer import train
+
+    monkeypatch.setattr(sys, "argv", ["graphtransformer.train", *argv])
+    train.main()
+
+
+def test_train_cli_quantized_run_reports_bits(tmp_path, monkeypatch):
     out_json = tmp_path / "gt.json"
-    cmd = [sys.executable, "-m", "graphtransformer.train", "--dataset", "cora", "--quant", "degree-aware",
-           "--target-bits", "4", "--epochs", "3", "--patience", "3", "--layers", "2", "--hidden", "16",
-           "--heads", "2", "--out", str(out_json)]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
+    _train_main(monkeypatch, "--dataset", "cora", "--quant", "degree-aware", "--target-bits", "4", "--epochs", "3",
+                "--patience", "3", "--layers", "2", "--hidden", "16", "--heads", "2", "--out", str(out_json))
     import json
 
     result = json.loads(out_json.read_text())
@@ -59,10 +64,12 @@ def test_train_cli_quantized_run_reports_bits(tmp_path):
     assert 0.0 < bits <= 8.0  # learned per-degree feature bits, without the sign bit
 
 
-def test_train_cli_refuses_distributed_quantization():
-    out = subprocess.run([sys.executable, "-m", "graphtransformer.train", "--quant", "a2q", "--cp", "2"],
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode != 0 and "single-process only" in out.stderr
+def test_train_cli_refuses_distributed_quantization(monkeypatch, capsys):
+    import pytest
+
+    with pytest.raises(SystemExit) as exc:
+        _train_main(monkeypatch, "--quant", "a2q", "--cp", "2")
+    assert exc.value.code == 2 and "single-process only" in capsys.readouterr().err
 
 
 def test_weight_average_matches_the_recurrence_and_swaps_back():
@@ -144,10 +151,12 @@ def test_ema_decay_out_of_range_is_refused():
         TrainConfig(ema_decay=1.0)
 
 
-def test_train_cli_refuses_distributed_weight_average():
-    out = subprocess.run([sys.executable, "-m", "graphtransformer.train", "--ema-decay", "0.9", "--cp", "2"],
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode != 0 and "--ema-decay is single-process only" in out.stderr
+def test_train_cli_refuses_distributed_weight_average(monkeypatch, capsys):
+    import pytest
+
+    with pytest.raises(SystemExit) as exc:
+        _train_main(monkeypatch, "--ema-decay", "0.9", "--cp", "2")
+    assert exc.value.code == 2 and "--ema-decay is single-process only" in capsys.readouterr().err
 
 
 def test_label_smoothing_trains_on_smoothed_targets():

@@ -100,10 +100,12 @@ def test_gcn_only_readers_refuse_a_transformer_export(tmp_path):
         load(path).to_quantized_gcn()
 
 
-def test_train_cli_export_needs_learned_bits(tmp_path):
-    import subprocess
+def test_train_cli_export_needs_learned_bits(tmp_path, monkeypatch, capsys):
     import sys
 
-    out = subprocess.run([sys.executable, "-m", "graphtransformer.train", "--export", str(tmp_path / "x.qgraph")],
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode != 0 and "--quant a2q" in out.stderr
+    from graphtransformer import train
+
+    monkeypatch.setattr(sys, "argv", ["graphtransformer.train", "--export", str(tmp_path / "x.qgraph")])
+    with pytest.raises(SystemExit) as exc:
+        train.main()
+    assert exc.value.code == 2 and "--quant a2q" in capsys.readouterr().err
