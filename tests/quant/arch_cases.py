@@ -8,9 +8,9 @@ A plain module, not a test file: tests/quant/conftest.py puts this folder on sys
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
-import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,7 +60,6 @@ from quant.qgraph.write import write_qgraph
 
 N, F_IN, C = 80, 24, 3
 METHODS = ("a2q", "degree-aware")  # the quantization methods with an integer path
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def tiny_graph(seed: int = 0) -> GraphData:
@@ -284,18 +283,23 @@ def rewrite(q: QGraph, out: Path, edit: Callable[[dict], object]) -> Path:
 
 
 def cli_train_and_export(tmp_path: Path, arch: str, name: str = "run", *train_args: str) -> QGraph:
-    """``python -m gnn.train`` (3 epochs of A2Q at 4 bits on Cora, extra ``train_args``) into ``tmp_path / name``,
-    then ``python -m quant.export`` of that run; checks what every such export must show and returns it, loaded."""
+    """The command lines ``python -m gnn.train`` (3 epochs of A2Q at 4 bits on Cora, extra ``train_args``) into
+    ``tmp_path / name``, then ``python -m quant.export`` of that run, through their ``main(argv)`` in this process
+    (a fresh interpreter costs seconds of imports each; tests/gnn/data/test_user_datasets.py runs both as real
+    processes);
+    checks what every such export must show and returns it, loaded."""
+    from gnn.train import main as train_main
+    from quant.export import main as export_main
+
     run, out = tmp_path / name, tmp_path / f"cora_{arch}_{name}.qgraph"
-    train = [sys.executable, "-m", "gnn.train", "--dataset", "cora", "--model", arch, "--quant", "a2q",
-             "--target-bits", "4", "--seeds", "1", "--epochs", "3", "--run-dir", str(run), "--no-progress", *train_args]
-    subprocess.run(train, cwd=ROOT, check=True, capture_output=True)
-    res = subprocess.run([sys.executable, "-m", "quant.export", "--run", str(run), "--out", str(out)], cwd=ROOT,
-                         capture_output=True, text=True)
-    assert res.returncode == 0, res.stderr
-    assert f"cora {arch} (a2q)" in res.stdout and "integer path" in res.stdout, res.stdout
-    q = load(out)
-    q.verify()
+    with contextlib.redirect_stdout(io.StringIO()):
+        train_main(["--dataset", "cora", "--model", arch, "--quant", "a2q", "--target-bits", "4", "--seeds", "1",
+                    "--epochs", "3", "--run-dir", str(run), "--no-progress", *train_args])
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        export_main(["--run", str(run), "--out", str(out)])
+    assert f"cora {arch} (a2q)" in printed.getvalue() and "integer path" in printed.getvalue(), printed.getvalue()
+    q = load(out)  # export_main verified it
     assert json.loads((out / "manifest.json").read_text())["model"]["arch"] == arch
     assert q["layer0.x_codes"].shape == (2708, 1433) and q["logits"].shape == (2708, 7)
     check_export_metrics(q, max_delta_pt=0.5, min_agreement=0.98)  # 3 epochs: near-tied logits

@@ -73,8 +73,11 @@ def verilator_exe() -> str:
 
 
 @pytest.fixture(scope="session")
-def rtl_build_root(request) -> Path:
-    return Path(request.config.cache.mkdir("rtl_build"))
+def rtl_build_root(request, tmp_path_factory) -> Path:
+    """Simulator builds, kept between sessions in pytest's cache; in a session temp folder under
+    ``-p no:cacheprovider``."""
+    cache = getattr(request.config, "cache", None)
+    return Path(cache.mkdir("rtl_build")) if cache is not None else tmp_path_factory.mktemp("rtl_build")
 
 
 @pytest.fixture
