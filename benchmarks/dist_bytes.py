@@ -18,6 +18,7 @@ from distributed import codecs
 from distributed.halo import ExchangeConfig
 from distributed.launch import spawn
 from distributed.runner import DistTrainConfig, train_many
+from gnn.cli import UsageError
 from gnn.data.loaders import load_dataset
 from gnn.data.partition import cached_partition_nodes, halo_rows_total
 
@@ -35,7 +36,7 @@ def main() -> None:
     args = p.parse_args()
     chosen = tuple(c for c in CODECS if c in args.codecs.split(","))
     if "fp32" not in chosen:
-        raise SystemExit(f"--codecs must include fp32 (the reference); valid: {', '.join(CODECS)}")
+        raise UsageError(f"--codecs must include fp32 (the reference); valid: {', '.join(CODECS)}")
     g = load_dataset(args.dataset)
     ei, n = g.data.edge_index, g.data.num_nodes
     parts = cached_partition_nodes(args.dataset, ei, n, args.parts, "metis", 0)

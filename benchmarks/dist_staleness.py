@@ -23,6 +23,7 @@ import sys
 import time
 
 from benchmarks._common import load_results, machine, mean_std, save_results, table_head, table_row
+from gnn.cli import UsageError
 
 VARIANTS = ("fp32", "int1", "int1+pipeline(K=10)", "int1+pipeline(BSA)")
 
@@ -37,7 +38,7 @@ def run(args: argparse.Namespace) -> dict:
 
     ok, why = shaped_network_available()
     if not ok:
-        raise SystemExit(f"the shaped network is not available here: {why}")
+        raise UsageError(f"the shaped network is not available here: {why}")
     mcfg, tcfg = model_and_train_config(load_dataset(args.dataset), "gcn")
     epochs = args.epochs or tcfg.epochs
     cfgs = [(name, DistTrainConfig(dataset=args.dataset, arch="gcn", num_parts=args.ranks, seed=seed,
@@ -82,7 +83,7 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=0, help="override the preset's epochs (0: preset)")
     args = p.parse_args()
     if not args.gbit > 0 or args.ranks < 2 or args.seeds < 1:
-        raise SystemExit("need --gbit > 0, --ranks >= 2 and --seeds >= 1")
+        raise UsageError("need --gbit > 0, --ranks >= 2 and --seeds >= 1")
     new = run(args)
     old = load_results("dist_staleness")
     old_runs = old.get("runs", [old] if "variants" in old else [])  # the first files held one run

@@ -19,6 +19,7 @@ import torch
 
 from benchmarks._common import machine, save_results, table_head
 from distributed.codecs import row_bytes
+from gnn.cli import UsageError
 from gnn.data.loaders import load_dataset
 from graphtransformer.cluster import metis_relabeling
 from graphtransformer.model import attention_graph
@@ -49,7 +50,7 @@ def main() -> None:
     p.add_argument("--heads", type=int, default=8)
     args = p.parse_args()
     if args.hidden % args.heads:
-        raise SystemExit(f"--hidden {args.hidden} is not divisible by --heads {args.heads}")
+        raise UsageError(f"--hidden {args.hidden} is not divisible by --heads {args.heads}")
     head_dim = args.hidden // args.heads
     rows = []
     for name in args.datasets.split(","):

@@ -25,6 +25,7 @@ from pathlib import Path
 from benchmarks._common import load_results, machine, save_results, table_head
 from benchmarks.dist_accuracy import paired_gap
 from distributed.codecs import CODECS
+from gnn.cli import UsageError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,7 +61,7 @@ def main() -> None:
     codecs = args.codecs.split(",")
     unknown = sorted(set(codecs) - set(CODECS))
     if unknown:
-        raise SystemExit(f"unknown codecs {unknown}; valid: {', '.join(CODECS)}")
+        raise UsageError(f"unknown codecs {unknown}; valid: {', '.join(CODECS)}")
     if "fp32" not in codecs:
         codecs = ["fp32", *codecs]  # the reference of the paired gap
     entry = {"ranks": args.ranks, "codecs": {}}
