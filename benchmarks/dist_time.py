@@ -21,15 +21,20 @@ Modes: ``sync`` (fresh halos every step), ``pipelined`` (one-step-stale halos an
 overlapped with the next step: every timed epoch is a stale one) and ``pipelined-fresh`` (stale halos, but the halo
 gradients sent synchronously in every step: `ExchangeConfig.stale_gradients=False`, only the forward overlaps).
 Pipelined training with a synchronous epoch every K is reported as ((K - 1) pipelined + 1 sync) / K from the two
-measured rows. The fp32 synchronous run at each bandwidth gives the
-fraction of its epoch spent communicating, 1 - compute / epoch, and the **compute-only bound**: fp32 epoch / fp32
-compute, the speedup of a free network. The compute time is the loopback fp32 run's (include ``loopback``, as the
-default does): DDP's gradient all-reduce is asynchronous, so on a slow link the rank blocked least in the halo
-exchange waits for its peer inside it, untimed, and a per-link compute time would grow with the link's slowness.
+measured rows. Right after the fp32 synchronous run, each spawn times the same training on a **free network**
+(mode ``free``: every halo ``all_to_all_single`` returns at once with a zeroed receive buffer, so the ranks compute
+exactly what they would, and only DDP's small gradient all-reduce crosses the link). Its epoch is the compute time:
+the fp32 run gives the fraction of its epoch spent communicating, 1 - compute / epoch, and the **compute-only
+bound**, fp32 epoch / compute, the speedup of a free network. Measured in the same spawn, a minute apart, the bound
+does not move with the machine's speed between spawns (a shared VM's compute drifts by a third over the quarter
+hour a full run takes). Older rows without a free run take the loopback fp32 run's compute (DDP's gradient
+all-reduce is asynchronous, so on a slow link the rank blocked least in the halo exchange waits for its peer inside
+it, untimed, and a per-link compute time would grow with the link's slowness).
 
 Runs with more ranks than cores are marked ``oversubscribed``. Results of other (ranks, link) pairs already in the
 JSON (same graph and width) are kept; every row names the command that measured it. Ratios are only taken within
-one command's rows: the bound of a link uses the loopback run of the same command, or else the link's own compute.
+one command's rows: the bound of a link uses its free run, or else the loopback run of the same command, or else the
+link's own compute.
 Writes benchmarks/results/dist_time.json and dist_time_speedup.png.
 """
 
@@ -44,9 +49,11 @@ import time
 from pathlib import Path
 
 from benchmarks._common import RESULTS, load_results, machine, save_results, table_head, table_row
+from gnn.cli import UsageError
 
 CODECS = ("fp32", "int8", "int1", "int1-2c")
 MODES = ("sync", "pipelined", "pipelined-fresh")
+FREE = "free"  # the compute-only reference run (fp32, no halo transfer), added after each spawn's fp32 sync run
 BANDWIDTHS = "loopback,0.05,0.1,0.25,0.5,1,2.5"
 AMORTIZE_K = 10  # the pipelined accuracy runs' period (benchmarks/dist_accuracy.py)
 GOALS = {"comm_fraction": 0.7, "int1_speedup": 4.0, "pipelined_of_bound": 0.9}
@@ -57,6 +64,14 @@ class Clock:
 
     comm = 0.0
     codec = 0.0
+    free = False  # the free network: halo all-to-alls move nothing (`FREE` runs)
+
+
+class DoneWork:
+    """The handle of a free network's all-to-all: already complete."""
+
+    def wait(self, *args) -> bool:
+        return True
 
 
 class TimedWork:
@@ -81,6 +96,9 @@ def _instrument() -> None:
     a2a, enc, dec = dist.all_to_all_single, codecs.encode, codecs.decode
 
     def timed_a2a(output, input, output_split_sizes=None, input_split_sizes=None, group=None, async_op=False):
+        if Clock.free:  # nothing crosses the network; the receiver computes on zero rows of the same shape
+            output.zero_()
+            return DoneWork() if async_op else None
         t = time.perf_counter()
         work = a2a(output, input, output_split_sizes, input_split_sizes, group=group, async_op=async_op)
         Clock.comm += time.perf_counter() - t
@@ -152,9 +170,11 @@ def worker(scale: int, hidden: int, runs: list[tuple[str, str]], epochs: int) ->
     out = []
     for codec, mode in runs:
         torch.manual_seed(0)
+        Clock.free = mode == FREE
         model = parallelize_gnn(GNN(ModelConfig(arch="gcn", in_dim=d.x.size(1), out_dim=g.num_classes,
                                                 hidden_dim=hidden, num_layers=2, dropout=0.5)), part,
-                                ParallelConfig(exchange=ExchangeConfig(codec=codec, pipeline=mode != "sync",
+                                ParallelConfig(exchange=ExchangeConfig(codec=codec,
+                                                                       pipeline=mode not in ("sync", FREE),
                                                                        stale_gradients=mode != "pipelined-fresh")),
                                 group=dist.new_group(backend="gloo"))
         opt = torch.optim.Adam(model.parameters(), lr=0.01)
@@ -168,6 +188,7 @@ def worker(scale: int, hidden: int, runs: list[tuple[str, str]], epochs: int) ->
                 for r in _time_epochs(model, opt, x_own, y_own, train, split.train.numel(), epochs)]
         dist.barrier(group=model.group)
         dist.destroy_process_group(model.group)
+        Clock.free = False
     if rank == 0:
         out.append({"graph": {"name": g.name, "num_nodes": d.num_nodes, "num_edges": int(d.edge_index.size(1)),
                               "num_features": int(d.x.size(1))}})
@@ -201,33 +222,40 @@ def summarise(per_rank: list[list[dict]], world: int, cores: int, link: str, gbi
     return rows
 
 
-def bsa_sync_fraction(accuracy: dict) -> tuple[float, str] | None:
+def bsa_sync_fraction(accuracy: dict, suffix: str = "+pipeline(BSA)") -> tuple[float, str] | None:
     """The largest fraction of synchronous epochs that Sylvie's Bounded Staleness Adaptor chose in the accuracy runs
-    (`benchmarks/dist_accuracy.py`, variants ``*+pipeline(BSA)``, mean over seeds), and which run it came from;
+    (`benchmarks/dist_accuracy.py`, variants ending in ``suffix``, mean over seeds), and which run it came from;
     None when none has run. The timing runs are too short for the adaptor's period to settle, so its epoch is
     amortized from the measured synchronous and pipelined rows at this fraction (the largest: the slowest)."""
     found = [(statistics.mean(v["synchronous_epochs"]) / entry["epochs"], f"{name} {variant}")
              for name, entry in accuracy.get("datasets", {}).items()
              for variant, v in entry.get("variants", {}).items()
-             if variant.endswith("+pipeline(BSA)") and all(c is not None for c in v.get("synchronous_epochs", [None]))]
+             if variant.endswith(suffix) and all(c is not None for c in v.get("synchronous_epochs", [None]))]
     return max(found, default=None)
 
 
-def derive(rows: list[dict], bsa: tuple[float, str] | None = None) -> list[dict]:
+def derive(rows: list[dict], bsa: tuple[float, str] | None = None,
+           bsa_fresh: tuple[float, str] | None = None) -> list[dict]:
     """Per (ranks, link) with an fp32 synchronous row: its communication fraction, the compute-only bound, and every
     variant's epoch speedup (also as a fraction of the bound), pipelined-with-sync-every-K amortized included, and
-    pipelined with the Bounded Staleness Adaptor at ``bsa``'s synchronous fraction (`bsa_sync_fraction`).
+    pipelined with the Bounded Staleness Adaptor at ``bsa``'s synchronous fraction (`bsa_sync_fraction`), and
+    pipelined-fresh with it at ``bsa_fresh``'s (the fresh-gradient accuracy runs' own fraction).
 
-    The bound's compute time is the loopback fp32 run's (same rank count) where there is one: on a slow link the
-    rank that is blocked least in the halo all-to-all waits instead inside DDP's gradient all-reduce (C++, not
-    timed), which a per-link compute time would count as compute."""
+    The bound's compute time is the epoch of the same spawn's free-network run (`FREE`) where there is one, else the
+    loopback fp32 run's compute (same rank count and command): on a slow link the rank that is blocked least in the
+    halo all-to-all waits instead inside DDP's gradient all-reduce (C++, not timed), which a per-link compute time
+    would count as compute."""
     out = []
     loopback = {(r["ranks"], r.get("command")): r["compute_s"] for r in rows
                 if r["link"] == "loopback" and r["codec"] == "fp32" and r["mode"] == "sync"}
+    free = {(r["ranks"], r["link"], r.get("command")): r["epoch_s"] for r in rows if r["mode"] == FREE}
     for ref in (r for r in rows if r["codec"] == "fp32" and r["mode"] == "sync"):
-        same = [r for r in rows if (r["ranks"], r["link"]) == (ref["ranks"], ref["link"])]
+        same = [r for r in rows if (r["ranks"], r["link"]) == (ref["ranks"], ref["link"]) and r["mode"] != FREE]
         key = (ref["ranks"], ref.get("command"))
-        compute = loopback.get(key, ref["compute_s"])
+        free_key = (ref["ranks"], ref["link"], ref.get("command"))
+        compute = free.get(free_key, loopback.get(key, ref["compute_s"]))
+        compute_from = ("free network, same spawn" if free_key in free else
+                        "loopback fp32" if key in loopback else "this link")
         bound = ref["epoch_s"] / compute
         variants = {f"{r['codec']} {r['mode']}": r["epoch_s"] for r in same}
         for codec in dict.fromkeys(r["codec"] for r in same):
@@ -236,16 +264,18 @@ def derive(rows: list[dict], bsa: tuple[float, str] | None = None) -> list[dict]
                 variants[f"{codec} pipelined K={AMORTIZE_K}"] = ((AMORTIZE_K - 1) * piped + sync) / AMORTIZE_K
                 if bsa is not None:
                     variants[f"{codec} pipelined BSA"] = bsa[0] * sync + (1 - bsa[0]) * piped
-            if bsa is not None and f"{codec} sync" in variants and f"{codec} pipelined-fresh" in variants:
-                fresh = variants[f"{codec} pipelined-fresh"]
-                variants[f"{codec} pipelined-fresh BSA"] = bsa[0] * variants[f"{codec} sync"] + (1 - bsa[0]) * fresh
+            if bsa_fresh is not None and f"{codec} sync" in variants and f"{codec} pipelined-fresh" in variants:
+                fresh, frac = variants[f"{codec} pipelined-fresh"], bsa_fresh[0]
+                variants[f"{codec} pipelined-fresh BSA"] = frac * variants[f"{codec} sync"] + (1 - frac) * fresh
         speedup = {name: ref["epoch_s"] / s for name, s in variants.items()}
         out.append({"ranks": ref["ranks"], "link": ref["link"], "gbit": ref["gbit"],
                     "oversubscribed": ref["oversubscribed"], "fp32_comm_fraction": 1 - compute / ref["epoch_s"],
-                    "compute_s": compute, "compute_from": "loopback fp32" if key in loopback else "this link",
+                    "compute_s": compute, "compute_from": compute_from,
                     "compute_only_bound": bound, "speedup": speedup,
                     "of_bound": {name: s / bound for name, s in speedup.items()},
-                    "bsa_sync_fraction": bsa[0] if bsa else None, "bsa_sync_fraction_from": bsa[1] if bsa else None})
+                    "bsa_sync_fraction": bsa[0] if bsa else None, "bsa_sync_fraction_from": bsa[1] if bsa else None,
+                    "bsa_fresh_sync_fraction": bsa_fresh[0] if bsa_fresh else None,
+                    "bsa_fresh_sync_fraction_from": bsa_fresh[1] if bsa_fresh else None})
     return sorted(out, key=lambda d: (d["ranks"], d["gbit"] if d["gbit"] is not None else float("inf")))
 
 
@@ -313,9 +343,9 @@ def _parse_bandwidths(text: str) -> list[float | None]:
         try:
             gbit = float(tok)
         except ValueError:
-            raise SystemExit(f"--bandwidths: {tok!r} is neither a rate in Gbit/s nor 'loopback'") from None
+            raise UsageError(f"--bandwidths: {tok!r} is neither a rate in Gbit/s nor 'loopback'") from None
         if not gbit > 0:
-            raise SystemExit(f"--bandwidths: {tok}; a link rate must be > 0 Gbit/s")
+            raise UsageError(f"--bandwidths: {tok}; a link rate must be > 0 Gbit/s")
         out.append(gbit)
     return out
 
@@ -340,9 +370,9 @@ def _args() -> argparse.Namespace:
             p.error(f"--derive-only times nothing, so {', '.join(timing)} would be ignored; drop them")
     for what, chosen, valid in (("codecs", args.codecs.split(","), CODECS), ("modes", args.modes.split(","), MODES)):
         if set(chosen) - set(valid):
-            raise SystemExit(f"unknown {what} {sorted(set(chosen) - set(valid))}; valid: {', '.join(valid)}")
+            raise UsageError(f"unknown {what} {sorted(set(chosen) - set(valid))}; valid: {', '.join(valid)}")
     if args.epochs < 1:
-        raise SystemExit("--epochs must be >= 1")
+        raise UsageError("--epochs must be >= 1")
     return args
 
 
@@ -358,8 +388,10 @@ def main() -> None:
     if any(b is not None for b in bandwidths):
         ok, why = shaped_network_available()
         if not ok:
-            raise SystemExit(f"the shaped network is not available here: {why}. Rerun with --bandwidths loopback")
+            raise UsageError(f"the shaped network is not available here: {why}. Rerun with --bandwidths loopback")
     runs = [(c, m) for c in args.codecs.split(",") for m in args.modes.split(",")]
+    if ("fp32", "sync") in runs:  # the compute-only reference, timed right after the run it bounds
+        runs.insert(runs.index(("fp32", "sync")) + 1, ("fp32", FREE))
     cores, start, load_start = os.cpu_count() or 1, time.perf_counter(), os.getloadavg()[0]
     rows, graph, done, links = [], None, set(), {}
     for world in [int(r) for r in args.ranks.split(",")]:
@@ -403,7 +435,8 @@ def main() -> None:
 def derived_fields(rows: list[dict]) -> dict:
     """What the results file derives from its timed rows: speedups (BSA at the accuracy runs' synchronous
     fraction), goals and the plot's file name (the plot is written)."""
-    derived = derive(rows, bsa_sync_fraction(load_results("dist_accuracy")))
+    accuracy = load_results("dist_accuracy")
+    derived = derive(rows, bsa_sync_fraction(accuracy), bsa_sync_fraction(accuracy, "+pipeline(BSA)+fresh-grad"))
     return {"derived": derived, "goals": goals(derived), "plot": plot(derived, RESULTS / "dist_time_speedup.png")}
 
 
@@ -435,9 +468,19 @@ def _goal_of_bound(goal: dict, key: str) -> str:
     return "not run" if share is None else f"{share:.0%} of the bound ({'met' if goal[f'{key}_ok'] else 'missed'})"
 
 
-def _bsa_source(res: dict) -> str:
-    d = next((d for d in res.get("derived", []) if d.get("bsa_sync_fraction") is not None), None)
-    return f" ({d['bsa_sync_fraction']:.1%}, {d['bsa_sync_fraction_from']})" if d else " (none run yet)"
+def _bsa_source(res: dict, key: str = "bsa_sync_fraction") -> str:
+    d = next((d for d in res.get("derived", []) if d.get(key) is not None), None)
+    return f" ({d[key]:.1%}, {d[key + '_from']})" if d else " (none run yet)"
+
+
+def _compute_sources(res: dict) -> str:
+    """Where the bounds' compute times came from, e.g. 'the free-network run of the same spawn (2 ranks)'."""
+    names = {"free network, same spawn": "the free-network run of the same spawn", "loopback fp32":
+             "the loopback fp32 run's compute", "this link": "the link's own fp32 compute"}
+    by = {}
+    for d in res.get("derived", []):
+        by.setdefault(d["compute_from"], set()).add(d["ranks"])
+    return "; ".join(f"{names.get(k, k)} ({', '.join(map(str, sorted(v)))} ranks)" for k, v in by.items()) or "-"
 
 
 def render(res: dict) -> list[str]:
@@ -448,12 +491,13 @@ def render(res: dict) -> list[str]:
                                                          for r in res.get("rows", []))) + f"). Graph {g.get('name')} "
              f"({g.get('num_nodes')} nodes, {g.get('num_edges')} edges), {res.get('model')}, METIS partitions. "
              "Links: " + "; ".join(f"{k}: {v}" for k, v in res.get("links", {}).items()) + ". Speedup = fp32 "
-             "synchronous epoch / the variant's epoch at the same bandwidth; bound = fp32 epoch / fp32 compute (a free "
-             "network; compute: the loopback fp32 run's, see the script's docstring); communication share = 1 - "
+             "synchronous epoch / the variant's epoch at the same bandwidth; bound = fp32 epoch / compute (a free "
+             "network; compute: " + _compute_sources(res) + ", see the script's docstring); communication share = 1 - "
              f"compute / fp32 epoch; pipelined K={AMORTIZE_K} = 9 pipelined + 1 synchronous epochs, from the measured "
              "rows; pipelined BSA (Sylvie's Bounded Staleness Adaptor) = the same amortization at the largest "
              "synchronous fraction the adaptor chose in the accuracy runs" + _bsa_source(res) + "; pipelined-fresh: "
-             "stale halos, halo gradients synchronous in every step.", "",
+             "stale halos, halo gradients synchronous in every step (with BSA: at the fraction of the fresh-gradient "
+             "runs" + _bsa_source(res, "bsa_fresh_sync_fraction") + ").", "",
              *table_head("ranks", "link", "fp32 comm share", "bound", "int8", "int1", "int1-2c", "fp32 pipelined",
                          "int1 pipelined (of bound)", f"int1 pipelined K={AMORTIZE_K}", "int1-2c pipelined",
                          "fp32 pipelined BSA", "int1 pipelined BSA (of bound)",
