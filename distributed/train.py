@@ -15,10 +15,8 @@ import argparse
 import json
 import math
 import os
-import sys
 from datetime import timedelta
 from pathlib import Path
-from typing import NoReturn
 
 import torch
 import torch.distributed as dist
@@ -28,6 +26,7 @@ from distributed.codecs import CODECS
 from distributed.halo import HALO_DROPOUT, ExchangeConfig
 from distributed.runner import CRASH_POINTS, QUANT_MODES, DistTrainConfig, train_rank
 from distributed.teardown import finish_process_groups, run_rank_main
+from gnn.cli import UsageError
 from gnn.data.partition import METHODS
 from gnn.models import CONVS
 
@@ -151,19 +150,13 @@ def init_process_group(timeout: timedelta, backend: str = "gloo") -> None:
     dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout)
 
 
-def refuse(message: str) -> NoReturn:
-    """One line ``error: ...`` on stderr and exit status 2 (bad input, as argparse's own errors)."""
-    print(f"error: {message}", file=sys.stderr, flush=True)
-    raise SystemExit(2)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     try:
         cfg = build_config(args, world_size)
     except ValueError as exc:
-        refuse(str(exc))
+        raise UsageError(str(exc)) from None
     backend = "gloo"
     if cfg.device == "cuda":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
@@ -175,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             result = train_rank(cfg, log=print if rank == 0 else (lambda *_: None))
         except CheckpointError as exc:  # every rank checks the same files: all refuse alike
-            refuse(str(exc))
+            raise UsageError(str(exc)) from None
         if rank == 0:
             result.pop("state_dict")
             result.pop("global_state_dict", None)
