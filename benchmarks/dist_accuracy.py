@@ -9,9 +9,11 @@ fp32 exchange, Sylvie's int1 (stochastic row min/max), int1 + pipeline (one-epoc
 10th epoch), the contractive int1-2c, int1-2c + delta coding (EF21-style, fp32 refresh every 20 epochs), int8, the
 other codecs pipelined, and every codec pipelined with Sylvie's Bounded Staleness Adaptor (`distributed.staleness`:
 drift budget 1.0, a synchronous epoch at least every 20; `benchmarks/dist_time.py` times it at the synchronous
-fraction these runs chose). Two remedies for the pipelined runs' late-training cost are rows of their own: halo rows
-sent undropped and dropped by each receiver (`+rx-dropout`, PipeGCN / Sylvie's order, with its synchronous
-reference `fp32+rx-dropout`), and PipeGCN's smoothing of stale halos and gradients (`+smooth`, momentum 0.95).
+fraction these runs chose). Three remedies for the pipelined runs' late-training cost are rows of their own: halo
+rows sent undropped and dropped by each receiver (`+rx-dropout`, PipeGCN / Sylvie's order, with its synchronous
+reference `fp32+rx-dropout`), PipeGCN's smoothing of stale halos and gradients (`+smooth`, momentum 0.95), and
+stale halos with synchronous halo gradients (`+fresh-grad`, every codec; `benchmarks/dist_time.py` times it as
+`pipelined-fresh` at these runs' synchronous fraction).
 Selection: test accuracy at the epoch of best validation accuracy (evaluated every 2 epochs), over all epochs
 (no early stopping). Seed s uses split s and METIS partition seed s. Mean +- std over seeds.
 
@@ -34,6 +36,7 @@ from benchmarks._common import load_results, machine, save_results, table_head, 
 from distributed.halo import ExchangeConfig
 from distributed.launch import spawn
 from distributed.runner import DistTrainConfig, train_many
+from gnn.cli import UsageError
 from gnn.data.loaders import load_dataset
 from gnn.presets import model_and_train_config
 
@@ -73,6 +76,10 @@ VARIANTS = {
                                                     stale_gradients=False),
     "int1+pipeline(BSA)+fresh-grad": ExchangeConfig(codec="int1", pipeline=True, sync_every=20, staleness_budget=1.0,
                                                     stale_gradients=False),
+    "int8+pipeline(BSA)+fresh-grad": ExchangeConfig(codec="int8", pipeline=True, sync_every=20, staleness_budget=1.0,
+                                                    stale_gradients=False),
+    "int1-2c+pipeline(BSA)+fresh-grad": ExchangeConfig(codec="int1-2c", pipeline=True, sync_every=20,
+                                                       staleness_budget=1.0, stale_gradients=False),
 }
 EVAL_EVERY = 2
 # epochs at the end of training whose evaluations are averaged into final_test_acc: a statistic without the
@@ -184,7 +191,7 @@ def main() -> None:
     chosen = args.variants.split(",")
     unknown = set(chosen) - set(VARIANTS)
     if unknown:
-        raise SystemExit(f"unknown variants {sorted(unknown)}; valid: {', '.join(VARIANTS)}")
+        raise UsageError(f"unknown variants {sorted(unknown)}; valid: {', '.join(VARIANTS)}")
     for dataset in args.datasets.split(","):
         entry = run_dataset(dataset, args, chosen)
         run_wall_s = entry["wall_s"]
