@@ -64,12 +64,8 @@ def test_train_cli_quantized_run_reports_bits(tmp_path, monkeypatch):
     assert 0.0 < bits <= 8.0  # learned per-degree feature bits, without the sign bit
 
 
-def test_train_cli_refuses_distributed_quantization(monkeypatch, capsys):
-    import pytest
-
-    with pytest.raises(SystemExit) as exc:
-        _train_main(monkeypatch, "--quant", "a2q", "--cp", "2")
-    assert exc.value.code == 2 and "single-process only" in capsys.readouterr().err
+def test_train_cli_refuses_distributed_quantization(monkeypatch, refusal):
+    assert "single-process only" in refusal(lambda: _train_main(monkeypatch, "--quant", "a2q", "--cp", "2"))
 
 
 def test_weight_average_matches_the_recurrence_and_swaps_back():
@@ -151,12 +147,9 @@ def test_ema_decay_out_of_range_is_refused():
         TrainConfig(ema_decay=1.0)
 
 
-def test_train_cli_refuses_distributed_weight_average(monkeypatch, capsys):
-    import pytest
-
-    with pytest.raises(SystemExit) as exc:
-        _train_main(monkeypatch, "--ema-decay", "0.9", "--cp", "2")
-    assert exc.value.code == 2 and "--ema-decay is single-process only" in capsys.readouterr().err
+def test_train_cli_refuses_distributed_weight_average(monkeypatch, refusal):
+    err = refusal(lambda: _train_main(monkeypatch, "--ema-decay", "0.9", "--cp", "2"))
+    assert "--ema-decay is single-process only" in err
 
 
 def test_label_smoothing_trains_on_smoothed_targets():
