@@ -40,6 +40,12 @@ from gnn.cli import UsageError
 from gnn.data.loaders import load_dataset
 from gnn.presets import model_and_train_config
 
+
+def _bsa(codec: str, **extra) -> ExchangeConfig:
+    """Pipelined with Sylvie's Bounded Staleness Adaptor: drift budget 1.0, a synchronous epoch at least every 20."""
+    return ExchangeConfig(codec=codec, pipeline=True, **{"sync_every": 20, "staleness_budget": 1.0, **extra})
+
+
 VARIANTS = {
     "fp32": ExchangeConfig(codec="fp32"),
     "int1": ExchangeConfig(codec="int1"),
@@ -52,34 +58,19 @@ VARIANTS = {
     "int1-2c+pipeline(K=10)": ExchangeConfig(codec="int1-2c", pipeline=True, sync_every=10),
     # Sylvie's Bounded Staleness Adaptor (distributed.staleness): drift budget 1.0, a synchronous epoch at least
     # every 20 epochs; every codec of benchmarks/dist_time.py's pipelined rows
-    "int1+pipeline(BSA)": ExchangeConfig(codec="int1", pipeline=True, sync_every=20, staleness_budget=1.0),
-    "fp32+pipeline(BSA)": ExchangeConfig(codec="fp32", pipeline=True, sync_every=20, staleness_budget=1.0),
-    "int8+pipeline(BSA)": ExchangeConfig(codec="int8", pipeline=True, sync_every=20, staleness_budget=1.0),
-    "int1-2c+pipeline(BSA)": ExchangeConfig(codec="int1-2c", pipeline=True, sync_every=20, staleness_budget=1.0),
+    **{f"{c}+pipeline(BSA)": _bsa(c) for c in ("int1", "fp32", "int8", "int1-2c")},
     # the adaptor with a tighter bound: a synchronous epoch at least every 5 (does late-training staleness cost?)
-    "int1+pipeline(BSA K=5)": ExchangeConfig(codec="int1", pipeline=True, sync_every=5, staleness_budget=1.0),
+    "int1+pipeline(BSA K=5)": _bsa("int1", sync_every=5),
     # halo rows sent before dropout, each receiver drawing its own mask (PipeGCN / Sylvie's order): does the owner's
     # mask, which a stale halo gradient meets one step late, cost the pipelined runs their late accuracy?
     "fp32+rx-dropout": ExchangeConfig(codec="fp32", halo_dropout="receiver"),
-    "fp32+pipeline(BSA)+rx-dropout": ExchangeConfig(codec="fp32", pipeline=True, sync_every=20, staleness_budget=1.0,
-                                                    halo_dropout="receiver"),
+    "fp32+pipeline(BSA)+rx-dropout": _bsa("fp32", halo_dropout="receiver"),
     "int1+rx-dropout": ExchangeConfig(codec="int1", halo_dropout="receiver"),
-    "int1+pipeline(BSA)+rx-dropout": ExchangeConfig(codec="int1", pipeline=True, sync_every=20, staleness_budget=1.0,
-                                                    halo_dropout="receiver"),
+    "int1+pipeline(BSA)+rx-dropout": _bsa("int1", halo_dropout="receiver"),
     # PipeGCN's smoothing (momentum 0.95) of the stale halos and halo gradients between the adaptor's synchronous epochs
-    "fp32+pipeline(BSA)+smooth": ExchangeConfig(codec="fp32", pipeline=True, sync_every=20, staleness_budget=1.0,
-                                                smoothing=0.95),
-    "int1+pipeline(BSA)+smooth": ExchangeConfig(codec="int1", pipeline=True, sync_every=20, staleness_budget=1.0,
-                                                smoothing=0.95),
+    **{f"{c}+pipeline(BSA)+smooth": _bsa(c, smoothing=0.95) for c in ("fp32", "int1")},
     # stale halos, fresh halo gradients (the backward exchange synchronous): which half of staleness costs?
-    "fp32+pipeline(BSA)+fresh-grad": ExchangeConfig(codec="fp32", pipeline=True, sync_every=20, staleness_budget=1.0,
-                                                    stale_gradients=False),
-    "int1+pipeline(BSA)+fresh-grad": ExchangeConfig(codec="int1", pipeline=True, sync_every=20, staleness_budget=1.0,
-                                                    stale_gradients=False),
-    "int8+pipeline(BSA)+fresh-grad": ExchangeConfig(codec="int8", pipeline=True, sync_every=20, staleness_budget=1.0,
-                                                    stale_gradients=False),
-    "int1-2c+pipeline(BSA)+fresh-grad": ExchangeConfig(codec="int1-2c", pipeline=True, sync_every=20,
-                                                       staleness_budget=1.0, stale_gradients=False),
+    **{f"{c}+pipeline(BSA)+fresh-grad": _bsa(c, stale_gradients=False) for c in ("fp32", "int1", "int8", "int1-2c")},
 }
 EVAL_EVERY = 2
 # epochs at the end of training whose evaluations are averaged into final_test_acc: a statistic without the
