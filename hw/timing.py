@@ -217,24 +217,29 @@ def accel_top_read_cycles(beats: int, latency: int) -> int:
     return int(latency) + int(beats)
 
 
-def accel_top_layer_cycles(prologue_beats: int, tiles: Sequence[tuple], latency: int) -> dict[str, int]:
+def accel_top_layer_cycles(prologue_beats: int, comb_tiles: Sequence[tuple], agg_tiles: Sequence[tuple],
+                           latency: int) -> dict[str, int]:
     """Per-phase and total cycles of one layer on ``hw/rtl/accel_top.v`` (one engine, phases in sequence).
 
-    ``prologue_beats``: weight-column beats + 2 (the first tile's header); ``tiles``: per tile ``(body_beats,
-    stream, degrees, out_beats)`` with the tile's Adaptive-Package ``stream`` (None without values), its
-    destination rows' in-degrees and its output words. Load = the 1-beat layer header, the prologue and every
-    tile body (:func:`accel_top_read_cycles`); per tile, the engine runs ``layer_engine_cycles + 1`` cycles (the
-    first cycle presents the first word), split into combination (``combination_cycles + 1``, 0 without values)
-    and aggregation (the rest); writeback = one cycle per output word. Returns ``{"total", "load",
-    "combination", "aggregation", "writeback"}``.
+    ``prologue_beats``: weight-column beats + 2 (the first tile's header); ``comb_tiles``: per combination tile
+    ``(body_beats, stream, xw_write_beats)`` with its Adaptive-Package ``stream`` (None without values);
+    ``agg_tiles``: per aggregation tile ``(body_beats, degrees, out_beats)`` with its rows' in-degrees. Load = the
+    1-beat layer header, the prologue and every body (:func:`accel_top_read_cycles`). A combination tile runs
+    until its last XW row is written and one cycle more (``combination_cycles + 2``; 1 without values), then
+    writes one XW word per cycle; an aggregation tile runs ``layer_engine_cycles + 1`` (the first cycle presents
+    the first edge), then writes one output word per cycle. Returns ``{"total", "load", "combination",
+    "xw_writes", "aggregation", "writeback"}``.
     """
     load = accel_top_read_cycles(1, latency) + accel_top_read_cycles(prologue_beats, latency)
-    comb = agg = wb = 0
-    for body, stream, degrees, out_beats in tiles:
+    comb = xw = agg = wb = 0
+    for body, stream, xw_beats in comb_tiles:
         load += accel_top_read_cycles(body, latency)
-        run = layer_engine_cycles(stream, degrees) + 1
         has_values = stream is not None and int(np.sum(stream.num_values)) > 0
-        c = combination_cycles(stream) + 1 if has_values else 0
-        comb, agg, wb = comb + c, agg + run - c, wb + int(out_beats)
-    return {"total": load + comb + agg + wb, "load": load, "combination": comb, "aggregation": agg,
-            "writeback": wb}
+        comb += combination_cycles(stream) + 2 if has_values else 1
+        xw += int(xw_beats)
+    for body, degrees, out_beats in agg_tiles:
+        load += accel_top_read_cycles(body, latency)
+        agg += layer_engine_cycles(None, degrees) + 1
+        wb += int(out_beats)
+    return {"total": load + comb + xw + agg + wb, "load": load, "combination": comb, "xw_writes": xw,
+            "aggregation": agg, "writeback": wb}

@@ -22,6 +22,7 @@ module accel_sim #(
     parameter MAX_PKGS        = 64,
     parameter MAX_WORDS       = 128,
     parameter MAX_EDGES       = 64,
+    parameter MAX_COPIES      = 64,
     parameter ADDR_BITS       = 16,
     parameter BURST_BEATS     = 16,
     parameter MAX_OUTSTANDING = 16,
@@ -42,6 +43,7 @@ module accel_sim #(
     output wire [31:0]          cnt_load /*verilator public_flat_rw*/,
     output wire [31:0]          cnt_comb /*verilator public_flat_rw*/,
     output wire [31:0]          cnt_agg /*verilator public_flat_rw*/,
+    output wire [31:0]          cnt_xw /*verilator public_flat_rw*/,
     output wire [31:0]          cnt_wb /*verilator public_flat_rw*/,
     output wire [31:0]          cnt_tiles /*verilator public_flat_rw*/
 );
@@ -60,7 +62,7 @@ module accel_sim #(
     accel_top #(.LANES(LANES), .MAX_NODES(MAX_NODES), .NODE_BITS(NODE_BITS), .MAX_FEATURES(MAX_FEATURES),
                 .FEAT_BITS(FEAT_BITS), .W_BITS(W_BITS), .PSUM_BITS(PSUM_BITS), .COEF_BITS(COEF_BITS),
                 .FRAC_BITS(FRAC_BITS), .MAX_ROWS(MAX_ROWS), .MAX_PKGS(MAX_PKGS), .MAX_WORDS(MAX_WORDS),
-                .MAX_EDGES(MAX_EDGES), .ADDR_BITS(ADDR_BITS), .BURST_BEATS(BURST_BEATS),
+                .MAX_EDGES(MAX_EDGES), .MAX_COPIES(MAX_COPIES), .ADDR_BITS(ADDR_BITS), .BURST_BEATS(BURST_BEATS),
                 .MAX_OUTSTANDING(MAX_OUTSTANDING))
     u_top (
         .clk(clk), .rst(rst), .start(start), .layer_addr(layer_addr), .busy(busy), .done(done), .err(err),
@@ -68,7 +70,7 @@ module accel_sim #(
         .m_ar_valid(ar_valid), .m_ar_ready(ar_ready), .m_ar_addr(ar_addr), .m_ar_len(ar_len),
         .m_r_valid(r_valid), .m_r_ready(r_ready), .m_r_data(r_data), .m_r_last(r_last),
         .m_w_valid(w_valid), .m_w_ready(w_ready), .m_w_addr(w_addr), .m_w_data(w_data),
-        .cnt_total(cnt_total), .cnt_load(cnt_load), .cnt_comb(cnt_comb), .cnt_agg(cnt_agg), .cnt_wb(cnt_wb),
+        .cnt_total(cnt_total), .cnt_load(cnt_load), .cnt_comb(cnt_comb), .cnt_agg(cnt_agg), .cnt_xw(cnt_xw), .cnt_wb(cnt_wb),
         .cnt_tiles(cnt_tiles)
     );
 

@@ -3,18 +3,24 @@
 // image; README.md ("The accelerator top") gives its layout. Word addresses throughout.
 //
 // Per layer (on `start`, image at `layer_addr`): read the 1-beat layer header; read the prologue (weight columns,
-// written to the engine once per layer, then the first tile's 2-beat header). Per tile, strictly in sequence:
-//   LOAD  read the tile body in bursts of BURST_BEATS (up to MAX_OUTSTANDING in flight): per local node one record
-//         (bitmap row + XW constants, and for destination rows the output-stage constants; written to the engine
-//         as its last beat arrives), then the package
-//         boundary records, the package words and the edge beats into on-chip buffers, then the next tile's header;
-//   RUN   stream packages, words and edges from the buffers into the engine with no idle cycle (its cycles are
-//         hw.timing.layer_engine_cycles) and keep its output rows;
-//   WB    write the rows back, OUT_BEATS words per row, to the tile's output address.
+// written to the engine once per layer, then the first tile's 2-beat header). Then two passes over tiles, each
+// tile strictly in sequence:
+//   combination tiles (consecutive rows, each node once):
+//     LOAD  read the body in bursts of BURST_BEATS (up to MAX_OUTSTANDING in flight): per row a record (bitmap row +
+//           XW requant constants, written to the engine as its last beat arrives), the package boundary records,
+//           the package words and the copy list into on-chip buffers, then the next tile's header;
+//     RUN   stream the packages into the engine until every XW row is written (no aggregation);
+//     XW    write each XW row to every place the copy list names: the XW block of each aggregation tile that reads
+//           it (its own tile's and, as a halo source, others'), so no XW row is recomputed (Condense-Edge's idea);
+//   aggregation tiles (consecutive destination rows):
+//     LOAD  per local node (rows, then halo sources) its XW row, written to the engine's XW buffer; per row its
+//           output-stage constants; the edge beats; the next tile's header;
+//     RUN   stream the edges through aggregation and the output stage and keep the output rows;
+//     WB    write the rows back, OUT_BEATS words per row, to the tile's output address.
 // The engine is reset for one cycle when a tile's body read is issued (XW buffer, counters; weights and constants
 // are memories and stay). An engine error stops the layer: `done` rises with `err`.
 // Cycle counters (valid after `done`): total, load (header + prologue + bodies, memory latency included),
-// combination (RUN until every XW row is written), aggregation (the rest of RUN), writeback; tiles.
+// combination (RUN of combination tiles), aggregation (RUN of aggregation tiles), XW writes, writeback; tiles.
 // Cycle count: hw.timing.accel_top_layer_cycles.
 `resetall
 `timescale 1ns / 1ps
@@ -47,6 +53,8 @@ module accel_top #(
     parameter MAX_WORDS       = 128,
     // Edge beats of a tile (a zero-degree row is one beat). Must be >= 2.
     parameter MAX_EDGES       = 64,
+    // Copy-list entries of a combination tile (XW rows written). Must be >= 2.
+    parameter MAX_COPIES      = 64,
     // Word address width of the memory port. Must be 8..32.
     parameter ADDR_BITS       = 24,
     // Beats per read burst (hw/dram.py dram_access_bytes / 8). Must be 1..256.
@@ -83,35 +91,40 @@ module accel_top #(
     output reg  [31:0]          cnt_load,
     output reg  [31:0]          cnt_comb,
     output reg  [31:0]          cnt_agg,
+    output reg  [31:0]          cnt_xw,
     output reg  [31:0]          cnt_wb,
     output reg  [31:0]          cnt_tiles
 );
 
     // record layouts (LSB first); hw/rtl/top.py packs the same
-    localparam NODE_REC_W = MAX_FEATURES + LANES * 147 + 8;  // row: bitmap row + constants (slices below)
-    localparam NODE_BEATS = (NODE_REC_W + 63) / 64;
-    localparam HALO_REC_W = MAX_FEATURES + LANES * 41;       // halo node: bitmap row + XW requant constants
-    localparam HALO_BEATS = (HALO_REC_W + 63) / 64;
-    localparam REC_W      = NODE_BEATS * 64;
-    localparam HOFF       = REC_W - HALO_BEATS * 64;         // where a halo record lands after its last beat
-    localparam W_BEATS    = (LANES * W_BITS + 63) / 64;      // one weight column W[:, k]
-    localparam OUT_BEATS  = (LANES * 32 + 63) / 64;          // one output row
-    localparam PKG_BITS   = $clog2(MAX_PKGS + 1);
-    localparam WORD_BITS  = $clog2(MAX_WORDS + 1);
-    localparam EDGE_BITS  = $clog2(MAX_EDGES + 1);
-    localparam ROW_BITS   = $clog2(MAX_ROWS + 1);
-    localparam OB_BITS    = $clog2(OUT_BEATS + 1);
-    localparam NB_BITS    = $clog2(NODE_BEATS + 1);
-    localparam PKG_IDX    = $clog2(MAX_PKGS);              // buffer addresses
-    localparam WORD_IDX   = $clog2(MAX_WORDS);
-    localparam EDGE_IDX   = $clog2(MAX_EDGES);
-    localparam ROW_IDX    = (MAX_ROWS > 1) ? $clog2(MAX_ROWS) : 1;
-    // slice offsets of a node record
-    localparam O_QM = MAX_FEATURES;
-    localparam O_QS = O_QM + LANES * 31;
-    localparam O_QB = O_QS + LANES * 6;
-    localparam O_AM = O_QB + LANES * 4;
-    localparam O_AS = O_AM + LANES * 31;
+    localparam C_REC_W   = MAX_FEATURES + LANES * 41;       // combination row: bitmap row + XW requant constants
+    localparam C_BEATS   = (C_REC_W + 63) / 64;
+    localparam O_REC_W   = LANES * 106 + 8;                 // aggregation row: output-stage constants
+    localparam O_BEATS   = (O_REC_W + 63) / 64;
+    localparam X_BEATS   = (LANES * 8 + 63) / 64;           // one XW row (8 bits per lane)
+    localparam W_BEATS   = (LANES * W_BITS + 63) / 64;      // one weight column W[:, k]
+    localparam OUT_BEATS = (LANES * 32 + 63) / 64;          // one output row
+    localparam REC_BEATS = (C_BEATS > O_BEATS) ? ((C_BEATS > X_BEATS) ? C_BEATS : X_BEATS)
+                                               : ((O_BEATS > X_BEATS) ? O_BEATS : X_BEATS);
+    localparam REC_W     = REC_BEATS * 64;
+    localparam C_OFF     = REC_W - C_BEATS * 64;            // where each record lands after its last beat
+    localparam O_OFF     = REC_W - O_BEATS * 64;
+    localparam X_OFF     = REC_W - X_BEATS * 64;
+    localparam PKG_BITS  = $clog2(MAX_PKGS + 1);
+    localparam WORD_BITS = $clog2(MAX_WORDS + 1);
+    localparam EDGE_BITS = $clog2(MAX_EDGES + 1);
+    localparam CP_BITS   = $clog2(MAX_COPIES + 1);
+    localparam ROW_BITS  = $clog2(MAX_ROWS + 1);
+    localparam OB_BITS   = $clog2(OUT_BEATS + 1);
+    localparam XB_BITS   = $clog2(X_BEATS + 1);
+    localparam RB_BITS   = $clog2(REC_BEATS + 1);
+    localparam PKG_IDX   = $clog2(MAX_PKGS);              // buffer addresses
+    localparam WORD_IDX  = $clog2(MAX_WORDS);
+    localparam EDGE_IDX  = $clog2(MAX_EDGES);
+    localparam CP_IDX    = $clog2(MAX_COPIES);
+    localparam ROW_IDX   = (MAX_ROWS > 1) ? $clog2(MAX_ROWS) : 1;
+    // slice offsets of an output-stage record
+    localparam O_AS = LANES * 31;
     localparam O_AB = O_AS + LANES * 6;
     localparam O_BI = O_AB + 4;
     localparam O_OM = O_BI + LANES * 32;
@@ -120,14 +133,15 @@ module accel_top #(
 
     initial begin
         if (LANES < 1 || LANES > 64 || FEAT_BITS > 16 || MAX_ROWS < 1 || MAX_ROWS > (1 << NODE_BITS) ||
-            MAX_PKGS < 2 || MAX_WORDS < 2 || MAX_EDGES < 2 || ADDR_BITS < 8 || ADDR_BITS > 32 ||
+            MAX_PKGS < 2 || MAX_WORDS < 2 || MAX_EDGES < 2 || MAX_COPIES < 2 || ADDR_BITS < 8 || ADDR_BITS > 32 ||
             BURST_BEATS < 1 || BURST_BEATS > 256 || MAX_OUTSTANDING < 1 || MAX_OUTSTANDING > 255) begin
             $error("Error: accel_top parameters out of range (instance %m)");
             $finish;
         end
     end
 
-    localparam [2:0] S_IDLE = 3'd0, S_HDR = 3'd1, S_PRO = 3'd2, S_LOAD = 3'd3, S_RUN = 3'd4, S_WB = 3'd5;
+    localparam [2:0] S_IDLE = 3'd0, S_HDR = 3'd1, S_PRO = 3'd2, S_LOAD = 3'd3, S_RUN = 3'd4, S_WB = 3'd5,
+                     S_XW = 3'd6;
 
     reg [2:0]            state_reg, state_next;
     reg                  done_next;
@@ -148,7 +162,7 @@ module accel_top #(
     wire r_fire = m_r_valid && m_r_ready;
 
     // ---- layer and tile configuration -------------------------------------------------------------------------
-    reg [15:0]           num_tiles_reg, num_feat_reg, tile_reg;
+    reg [15:0]           num_ctiles_reg, num_tiles_reg, num_feat_reg, tile_reg;
     reg                  agg_en_reg, relu_en_reg, out_en_reg;
     reg [63:0]           h0_reg, h1_reg;         // current tile header
     reg [63:0]           n0_reg, n1_reg;         // next tile header (last beats of the body)
@@ -160,34 +174,45 @@ module accel_top #(
     wire [15:0] t_nz    = h0_reg[47:32];
     wire [15:0] t_pkgs  = h0_reg[63:48];
     wire [15:0] t_words = h1_reg[15:0];
-    wire [15:0] t_edges = h1_reg[31:16];
+    wire [15:0] t_list  = h1_reg[31:16];         // copy-list entries (combination) or edge beats (aggregation)
     wire [31:0] t_out   = h1_reg[63:32];
     /* verilator lint_on UNUSEDSIGNAL */
-    wire [31:0] b_nodes = {16'd0, t_rows} * NODE_BEATS + {16'd0, t_nodes - t_rows} * HALO_BEATS;
-    wire [31:0] b_pkgs  = b_nodes + {16'd0, t_pkgs};
-    wire [31:0] b_words = b_pkgs + {16'd0, t_words};
-    wire [31:0] b_edges = b_words + {16'd0, t_edges};
-    wire [31:0] pro_beats = {16'd0, num_feat_reg} * W_BEATS + 32'd2;
+    wire        is_c    = (tile_reg < num_ctiles_reg);          // the current tile is a combination tile
+    wire        more    = (tile_reg + 16'd1 < num_tiles_reg);   // a tile follows the current one
+    wire        more2   = (tile_reg + 16'd2 < num_tiles_reg);   // a tile follows the next one
+    wire        next_c  = (tile_reg + 16'd1 < num_ctiles_reg);  // the next tile is a combination tile
 
-    // body beats of a tile with header (a0, a1); `more`: a next header follows
+    // body beats of a tile with header (a0, a1); `comb`: a combination tile; `nxt`: a next header follows
     /* verilator lint_off UNUSEDSIGNAL */
-    function [31:0] body_beats(input [63:0] a0, input [63:0] a1, input more);
-        body_beats = {16'd0, a0[31:16]} * NODE_BEATS + {16'd0, a0[15:0] - a0[31:16]} * HALO_BEATS
-                     + {16'd0, a0[63:48]} + {16'd0, a1[15:0]} + {16'd0, a1[31:16]} + (more ? 32'd2 : 32'd0);
+    function [31:0] body_beats(input [63:0] a0, input [63:0] a1, input comb, input nxt);
+        body_beats = (comb ? {16'd0, a0[31:16]} * C_BEATS
+                           : {16'd0, a0[15:0]} * X_BEATS + {16'd0, a0[31:16]} * O_BEATS)
+                     + {16'd0, a0[63:48]} + {16'd0, a1[15:0]} + {16'd0, a1[31:16]} + (nxt ? 32'd2 : 32'd0);
     endfunction
     /* verilator lint_on UNUSEDSIGNAL */
+    // regions of the current body: kind-1 records (combination rows / XW rows), output-stage records, package
+    // boundary records, package words, copy list or edges, then the next header
+    wire [31:0] b_rec1  = is_c ? {16'd0, t_rows} * C_BEATS : {16'd0, t_nodes} * X_BEATS;
+    wire [31:0] b_rec2  = b_rec1 + (is_c ? 32'd0 : {16'd0, t_rows} * O_BEATS);
+    wire [31:0] b_pkgs  = b_rec2 + {16'd0, t_pkgs};
+    wire [31:0] b_words = b_pkgs + {16'd0, t_words};
+    wire [31:0] b_list  = b_words + {16'd0, t_list};
+    wire [31:0] pro_beats = {16'd0, num_feat_reg} * W_BEATS + 32'd2;
 
     // ---- records: beats shift in from the top, the last beat completes the record -----------------------------
     /* verilator lint_off UNUSEDSIGNAL */
     reg [REC_W-1:0]      rec_reg;                // its low beat is shifted out by the next beat
     /* verilator lint_on UNUSEDSIGNAL */
     wire [REC_W-1:0]     rec_full = {m_r_data, rec_reg[REC_W-1:64]};
-    reg [NB_BITS-1:0]    rbeat_reg;              // beats of the current record so far
-    reg [NODE_BITS:0]    node_w_reg;             // node records written
+    reg [RB_BITS-1:0]    rbeat_reg;              // beats of the current record so far
+    reg [NODE_BITS:0]    node_w_reg;             // kind-1 records written
+    reg [NODE_BITS:0]    orow_w_reg;             // output-stage records written
     reg [FEAT_BITS:0]    wcol_reg;               // weight columns written
     reg [PKG_BITS-1:0]   pkg_w_reg, pkg_ptr_reg;
     reg [WORD_BITS-1:0]  word_w_reg, word_ptr_reg;
     reg [EDGE_BITS-1:0]  edge_w_reg, edge_ptr_reg;
+    reg [CP_BITS-1:0]    cp_w_reg, cp_ptr_reg;
+    reg [XB_BITS-1:0]    xb_beat_reg;            // beat of the XW row being written
     reg [ROW_BITS-1:0]   row_reg;                // output rows received
     reg [ROW_BITS-1:0]   wb_row_reg;
     reg [OB_BITS-1:0]    wb_beat_reg;
@@ -195,55 +220,60 @@ module accel_top #(
     reg [39:0]           pkg_mem  [0:MAX_PKGS-1];
     reg [63:0]           word_mem [0:MAX_WORDS-1];
     reg [48:0]           edge_mem [0:MAX_EDGES-1];
+    reg [ADDR_BITS+NODE_BITS-1:0] cp_mem [0:MAX_COPIES-1];  // {XW row address, local row}
     reg [OUT_BEATS*64-1:0] out_mem [0:MAX_ROWS-1];
 
-    wire in_pro_w   = (state_reg == S_PRO) && (k_reg < pro_beats - 32'd2);
-    wire in_node    = (state_reg == S_LOAD) && (k_reg < b_nodes);
-    wire w_rec_end  = r_fire && in_pro_w && (rbeat_reg == W_BEATS[NB_BITS-1:0] - 1'b1);
-    wire is_row     = ({{(15-NODE_BITS){1'b0}}, node_w_reg} < t_rows);  // the node being loaded is a row
-    wire n_rec_end  = r_fire && in_node && (rbeat_reg == (is_row ? NODE_BEATS[NB_BITS-1:0] : HALO_BEATS[NB_BITS-1:0])
-                      - 1'b1);
-    // bitmap row and XW constants: at 0 in a row's record, at HOFF in a halo record; a halo node's output-stage
-    // constants are left undefined (the engine reads them only for rows)
-    wire [MAX_FEATURES+LANES*41-1:0] n_head = is_row ? rec_full[MAX_FEATURES+LANES*41-1:0]
-                                                     : rec_full[HOFF +: MAX_FEATURES+LANES*41];
+    wire in_pro_w  = (state_reg == S_PRO) && (k_reg < pro_beats - 32'd2);
+    wire in_rec1   = (state_reg == S_LOAD) && (k_reg < b_rec1);
+    wire in_rec2   = (state_reg == S_LOAD) && (k_reg >= b_rec1) && (k_reg < b_rec2);
+    wire w_rec_end = r_fire && in_pro_w && (rbeat_reg == W_BEATS[RB_BITS-1:0] - 1'b1);
+    wire rec1_end  = r_fire && in_rec1 && (rbeat_reg == (is_c ? C_BEATS[RB_BITS-1:0] : X_BEATS[RB_BITS-1:0]) - 1'b1);
+    wire rec2_end  = r_fire && in_rec2 && (rbeat_reg == O_BEATS[RB_BITS-1:0] - 1'b1);
+    wire [C_REC_W-1:0] c_rec = rec_full[C_OFF +: C_REC_W];
+    wire [O_REC_W-1:0] o_rec = rec_full[O_OFF +: O_REC_W];
 
     // ---- the engine -------------------------------------------------------------------------------------------
     reg                  eng_rst_reg;
     wire                 e_pkg_ready, e_word_ready, e_edge_ready, e_m_valid;
     wire [NODE_BITS:0]   e_xw_rows;
     wire [LANES*32-1:0]  e_out;
+    wire [LANES*8-1:0]   e_xw_rdata;
     /* verilator lint_off UNUSEDSIGNAL */
     wire [LANES*PSUM_BITS-1:0] e_psum;
     /* verilator lint_on UNUSEDSIGNAL */
     wire                 running = (state_reg == S_RUN);
     wire                 e_pkg_valid  = running && ({{(16-PKG_BITS){1'b0}}, pkg_ptr_reg} < t_pkgs);
     wire                 e_word_valid = running && ({{(16-WORD_BITS){1'b0}}, word_ptr_reg} < t_words);
-    wire                 e_edge_valid = running && ({{(16-EDGE_BITS){1'b0}}, edge_ptr_reg} < t_edges);
+    wire                 e_edge_valid = running && !is_c && ({{(16-EDGE_BITS){1'b0}}, edge_ptr_reg} < t_list);
     /* verilator lint_off UNUSEDSIGNAL */
     wire [39:0]          pkg_cur  = pkg_mem[pkg_ptr_reg[PKG_IDX-1:0]];    // unused bits: spare field bits
     wire [48:0]          edge_cur = edge_mem[edge_ptr_reg[EDGE_IDX-1:0]];
     /* verilator lint_on UNUSEDSIGNAL */
+    wire [ADDR_BITS+NODE_BITS-1:0] cp_cur = cp_mem[cp_ptr_reg[CP_IDX-1:0]];
 
     layer_engine #(.LANES(LANES), .MAX_NODES(MAX_NODES), .NODE_BITS(NODE_BITS), .MAX_FEATURES(MAX_FEATURES),
                    .FEAT_BITS(FEAT_BITS), .W_BITS(W_BITS), .PSUM_BITS(PSUM_BITS), .COEF_BITS(COEF_BITS),
                    .FRAC_BITS(FRAC_BITS))
     u_eng (
         .clk(clk), .rst(rst || eng_rst_reg),
-        .bm_we(n_rec_end), .bm_addr(node_w_reg[NODE_BITS-1:0]), .bm_row(n_head[MAX_FEATURES-1:0]),
+        .bm_we(rec1_end && is_c), .bm_addr(node_w_reg[NODE_BITS-1:0]), .bm_row(c_rec[MAX_FEATURES-1:0]),
         .num_nodes(t_nodes[NODE_BITS:0]),
         .w_we(w_rec_end), .w_addr(wcol_reg[FEAT_BITS-1:0]), .w_col(rec_full[REC_W-W_BEATS*64 +: LANES*W_BITS]),
-        .q_we(n_rec_end), .q_addr(node_w_reg[NODE_BITS-1:0]),
-        .q_mult(n_head[O_QM +: LANES*31]), .q_shift(n_head[O_QS +: LANES*6]), .q_bits(n_head[O_QB +: LANES*4]),
-        .q_agg_mult(rec_full[O_AM +: LANES*31]), .q_agg_shift(rec_full[O_AS +: LANES*6]),
-        .q_agg_bits(rec_full[O_AB +: 4]), .q_bias(rec_full[O_BI +: LANES*32]),
-        .q_out_mult(rec_full[O_OM +: LANES*31]), .q_out_shift(rec_full[O_OS +: LANES*6]),
-        .q_out_bits(rec_full[O_OB +: 4]),
+        .q_we(rec1_end && is_c), .o_we(rec2_end),
+        .q_addr(in_rec1 ? node_w_reg[NODE_BITS-1:0] : orow_w_reg[NODE_BITS-1:0]),
+        .q_mult(c_rec[MAX_FEATURES +: LANES*31]), .q_shift(c_rec[MAX_FEATURES + LANES*31 +: LANES*6]),
+        .q_bits(c_rec[MAX_FEATURES + LANES*37 +: LANES*4]),
+        .q_agg_mult(o_rec[0 +: LANES*31]), .q_agg_shift(o_rec[O_AS +: LANES*6]),
+        .q_agg_bits(o_rec[O_AB +: 4]), .q_bias(o_rec[O_BI +: LANES*32]),
+        .q_out_mult(o_rec[O_OM +: LANES*31]), .q_out_shift(o_rec[O_OS +: LANES*6]),
+        .q_out_bits(o_rec[O_OB +: 4]),
         .num_rows(t_nz[NODE_BITS:0]), .agg_en(agg_en_reg), .relu_en(relu_en_reg), .out_en(out_en_reg),
         .s_pkg_valid(e_pkg_valid), .s_pkg_ready(e_pkg_ready), .s_pkg_first_node(pkg_cur[NODE_BITS-1:0]),
         .s_pkg_first_value(pkg_cur[16 +: FEAT_BITS]), .s_pkg_num_values(pkg_cur[39:32]),
         .s_word_valid(e_word_valid), .s_word_ready(e_word_ready), .s_word(word_mem[word_ptr_reg[WORD_IDX-1:0]]),
         .xw_rows(e_xw_rows),
+        .xw_we(rec1_end && !is_c), .xw_waddr(node_w_reg[NODE_BITS-1:0]), .xw_wdata(rec_full[X_OFF +: LANES*8]),
+        .xw_raddr(cp_cur[NODE_BITS-1:0]), .xw_rdata(e_xw_rdata),
         .s_edge_valid(e_edge_valid), .s_edge_ready(e_edge_ready), .s_edge_coef(edge_cur[COEF_BITS-1:0]),
         .s_edge_src(edge_cur[32 +: NODE_BITS]), .s_edge_last(edge_cur[48]),
         .m_valid(e_m_valid), .m_ready(running), .m_out(e_out), .m_psum(e_psum),
@@ -252,16 +282,21 @@ module accel_top #(
 
     wire row_fire  = running && e_m_valid;
     wire last_row  = row_fire && ({{(16-ROW_BITS){1'b0}}, row_reg} == t_rows - 16'd1);
-    assign m_w_valid = (state_reg == S_WB);
+    wire xw_done   = (e_xw_rows == t_nz[NODE_BITS:0]);
+    // writes: output rows (WB) or XW rows to the places the copy list names (XW)
+    assign m_w_valid = (state_reg == S_WB) || (state_reg == S_XW);
     reg [ADDR_BITS-1:0]  wb_addr_reg;
-    assign m_w_addr  = wb_addr_reg;
     wire [OUT_BEATS*64-1:0] wb_row = out_mem[wb_row_reg[ROW_IDX-1:0]];
-    assign m_w_data  = wb_row[wb_beat_reg * 64 +: 64];
+    wire [X_BEATS*64-1:0]   xw_row = {{(X_BEATS*64-LANES*8){1'b0}}, e_xw_rdata};
+    assign m_w_addr  = (state_reg == S_XW) ? cp_cur[NODE_BITS +: ADDR_BITS] + {{(ADDR_BITS-XB_BITS){1'b0}}, xb_beat_reg}
+                                           : wb_addr_reg;
+    assign m_w_data  = (state_reg == S_XW) ? xw_row[xb_beat_reg * 64 +: 64] : wb_row[wb_beat_reg * 64 +: 64];
     wire w_fire    = m_w_valid && m_w_ready;
-    wire wb_last   = w_fire && (wb_beat_reg == OUT_BEATS[OB_BITS-1:0] - 1'b1) &&
+    wire wb_last   = w_fire && (state_reg == S_WB) && (wb_beat_reg == OUT_BEATS[OB_BITS-1:0] - 1'b1) &&
                      ({{(16-ROW_BITS){1'b0}}, wb_row_reg} == t_rows - 16'd1);
-    wire more      = (tile_reg + 16'd1 < num_tiles_reg);   // a tile follows the current one
-    wire more2     = (tile_reg + 16'd2 < num_tiles_reg);   // a tile follows the next one
+    wire xw_last   = w_fire && (state_reg == S_XW) && (xb_beat_reg == X_BEATS[XB_BITS-1:0] - 1'b1) &&
+                     ({{(16-CP_BITS){1'b0}}, cp_ptr_reg} == t_list - 16'd1);
+    wire tile_end  = wb_last || xw_last;
     assign busy = (state_reg != S_IDLE);
 
     // ---- controller -------------------------------------------------------------------------------------------
@@ -291,12 +326,12 @@ module accel_top #(
             S_PRO: begin
                 if (r_fire && k_reg == pro_beats - 32'd1) begin
                     cmd = 1'b1;
-                    cmd_beats = body_beats(h0_reg, m_r_data, num_tiles_reg > 16'd1);
+                    cmd_beats = body_beats(h0_reg, m_r_data, num_ctiles_reg != 16'd0, num_tiles_reg > 16'd1);
                     state_next = S_LOAD;
                 end
             end
             S_LOAD: begin
-                if (r_fire && k_reg + 32'd1 == b_edges + (more ? 32'd2 : 32'd0)) begin
+                if (r_fire && k_reg + 32'd1 == b_list + (more ? 32'd2 : 32'd0)) begin
                     state_next = S_RUN;
                 end
             end
@@ -304,15 +339,17 @@ module accel_top #(
                 if (err) begin
                     done_next = 1'b1;
                     state_next = S_IDLE;
+                end else if (is_c && xw_done) begin
+                    state_next = S_XW;
                 end else if (last_row) begin
                     state_next = S_WB;
                 end
             end
-            S_WB: begin
-                if (wb_last) begin
+            S_WB, S_XW: begin
+                if (tile_end) begin
                     if (more) begin
                         cmd = 1'b1;
-                        cmd_beats = body_beats(n0_reg, n1_reg, more2);
+                        cmd_beats = body_beats(n0_reg, n1_reg, next_c, more2);
                         state_next = S_LOAD;
                     end else begin
                         done_next = 1'b1;
@@ -350,24 +387,28 @@ module accel_top #(
         // records
         if (r_fire) begin
             rec_reg <= rec_full;
-            rbeat_reg <= (w_rec_end || n_rec_end) ? {NB_BITS{1'b0}} : rbeat_reg + 1'b1;
+            rbeat_reg <= (w_rec_end || rec1_end || rec2_end) ? {RB_BITS{1'b0}} : rbeat_reg + 1'b1;
         end
         if (w_rec_end) begin
             wcol_reg <= wcol_reg + 1'b1;
         end
-        if (n_rec_end) begin
+        if (rec1_end) begin
             node_w_reg <= node_w_reg + 1'b1;
+        end
+        if (rec2_end) begin
+            orow_w_reg <= orow_w_reg + 1'b1;
         end
         case (state_reg)
             S_HDR: begin
                 if (r_fire) begin
-                    num_tiles_reg <= m_r_data[15:0];
+                    num_ctiles_reg <= m_r_data[15:0];
+                    num_tiles_reg <= m_r_data[15:0] + m_r_data[63:48];
                     num_feat_reg <= m_r_data[31:16];
                     agg_en_reg <= m_r_data[32];
                     relu_en_reg <= m_r_data[33];
                     out_en_reg <= m_r_data[34];
                     wcol_reg <= {(FEAT_BITS+1){1'b0}};
-                    rbeat_reg <= {NB_BITS{1'b0}};
+                    rbeat_reg <= {RB_BITS{1'b0}};
                     tile_reg <= 16'd0;
                 end
             end
@@ -376,17 +417,20 @@ module accel_top #(
                 if (r_fire && k_reg == pro_beats - 32'd1) h1_reg <= m_r_data;
             end
             S_LOAD: begin
-                if (r_fire && !in_node) begin
+                if (r_fire && k_reg >= b_rec2) begin
                     if (k_reg < b_pkgs) begin
                         pkg_mem[pkg_w_reg[PKG_IDX-1:0]] <= m_r_data[39:0];
                         pkg_w_reg <= pkg_w_reg + 1'b1;
                     end else if (k_reg < b_words) begin
                         word_mem[word_w_reg[WORD_IDX-1:0]] <= m_r_data;
                         word_w_reg <= word_w_reg + 1'b1;
-                    end else if (k_reg < b_edges) begin
+                    end else if (k_reg < b_list && is_c) begin
+                        cp_mem[cp_w_reg[CP_IDX-1:0]] <= {m_r_data[32 +: ADDR_BITS], m_r_data[NODE_BITS-1:0]};
+                        cp_w_reg <= cp_w_reg + 1'b1;
+                    end else if (k_reg < b_list) begin
                         edge_mem[edge_w_reg[EDGE_IDX-1:0]] <= m_r_data[48:0];
                         edge_w_reg <= edge_w_reg + 1'b1;
-                    end else if (k_reg == b_edges) begin
+                    end else if (k_reg == b_list) begin
                         n0_reg <= m_r_data;
                     end else begin
                         n1_reg <= m_r_data;
@@ -413,23 +457,37 @@ module accel_top #(
                         wb_beat_reg <= wb_beat_reg + 1'b1;
                     end
                 end
-                if (wb_last && more) begin
-                    h0_reg <= n0_reg;
-                    h1_reg <= n1_reg;
-                    tile_reg <= tile_reg + 16'd1;
+            end
+            S_XW: begin
+                if (w_fire) begin
+                    if (xb_beat_reg == X_BEATS[XB_BITS-1:0] - 1'b1) begin
+                        xb_beat_reg <= {XB_BITS{1'b0}};
+                        cp_ptr_reg <= cp_ptr_reg + 1'b1;
+                    end else begin
+                        xb_beat_reg <= xb_beat_reg + 1'b1;
+                    end
                 end
             end
             default: begin end
         endcase
+        if (tile_end && more) begin
+            h0_reg <= n0_reg;
+            h1_reg <= n1_reg;
+            tile_reg <= tile_reg + 16'd1;
+        end
         if (cmd && state_next == S_LOAD) begin  // a tile starts: empty every buffer
             node_w_reg <= {(NODE_BITS+1){1'b0}};
-            rbeat_reg <= {NB_BITS{1'b0}};
+            orow_w_reg <= {(NODE_BITS+1){1'b0}};
+            rbeat_reg <= {RB_BITS{1'b0}};
             pkg_w_reg <= {PKG_BITS{1'b0}};
             word_w_reg <= {WORD_BITS{1'b0}};
             edge_w_reg <= {EDGE_BITS{1'b0}};
+            cp_w_reg <= {CP_BITS{1'b0}};
             pkg_ptr_reg <= {PKG_BITS{1'b0}};
             word_ptr_reg <= {WORD_BITS{1'b0}};
             edge_ptr_reg <= {EDGE_BITS{1'b0}};
+            cp_ptr_reg <= {CP_BITS{1'b0}};
+            xb_beat_reg <= {XB_BITS{1'b0}};
             row_reg <= {ROW_BITS{1'b0}};
             wb_row_reg <= {ROW_BITS{1'b0}};
             wb_beat_reg <= {OB_BITS{1'b0}};
@@ -440,15 +498,17 @@ module accel_top #(
             cnt_load <= 32'd0;
             cnt_comb <= 32'd0;
             cnt_agg <= 32'd0;
+            cnt_xw <= 32'd0;
             cnt_wb <= 32'd0;
             cnt_tiles <= 32'd0;
         end else if (state_reg != S_IDLE) begin
             cnt_total <= cnt_total + 32'd1;
             if (state_reg == S_HDR || state_reg == S_PRO || state_reg == S_LOAD) cnt_load <= cnt_load + 32'd1;
-            if (running && e_xw_rows != t_nz[NODE_BITS:0]) cnt_comb <= cnt_comb + 32'd1;
-            if (running && e_xw_rows == t_nz[NODE_BITS:0]) cnt_agg <= cnt_agg + 32'd1;
+            if (running && is_c) cnt_comb <= cnt_comb + 32'd1;
+            if (running && !is_c) cnt_agg <= cnt_agg + 32'd1;
+            if (state_reg == S_XW) cnt_xw <= cnt_xw + 32'd1;
             if (state_reg == S_WB) cnt_wb <= cnt_wb + 32'd1;
-            if (wb_last) cnt_tiles <= cnt_tiles + 32'd1;
+            if (tile_end) cnt_tiles <= cnt_tiles + 32'd1;
         end
         if (rst) begin
             state_reg <= S_IDLE;
@@ -461,6 +521,7 @@ module accel_top #(
             cnt_load <= 32'd0;
             cnt_comb <= 32'd0;
             cnt_agg <= 32'd0;
+            cnt_xw <= 32'd0;
             cnt_wb <= 32'd0;
             cnt_tiles <= 32'd0;
             for (i = 0; i < MAX_ROWS; i = i + 1) begin

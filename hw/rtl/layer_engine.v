@@ -8,7 +8,10 @@
 // nodes with a non-zero input (the others keep XW = 0, which is requantize(0)); the host may present the first
 // edge at any time. Output row r uses the per-node constants at address r (destination rows are nodes 0..R-1).
 // Cycle count: hw/timing.py layer_engine_cycles (first package word to last output row, no stalls).
-// Constants are written through the *_we ports before the tile starts.
+// Constants are written through the *_we ports before the tile starts: q_we the bitmap-independent XW constants of
+// node q_addr, o_we the output-stage constants of row q_addr. The XW buffer also has a write port (xw_we: a row
+// computed elsewhere, for a tile without a combination phase, num_rows = 0) and a read port (xw_raddr: to write
+// the rows back to memory after a combination-only tile).
 `resetall
 `timescale 1ns / 1ps
 `default_nettype none
@@ -44,7 +47,8 @@ module layer_engine #(
     input  wire                        w_we,
     input  wire [FEAT_BITS-1:0]        w_addr,
     input  wire [LANES*W_BITS-1:0]     w_col,       // lane o = W[o, k], W_BITS-bit signed
-    input  wire                        q_we,
+    input  wire                        q_we,        // XW constants of node q_addr
+    input  wire                        o_we,        // output-stage constants of row q_addr
     input  wire [NODE_BITS-1:0]        q_addr,
     input  wire [LANES*31-1:0]         q_mult,      // lane o = M[node, o]
     input  wire [LANES*6-1:0]          q_shift,     // lane o = shift[node, o]
@@ -70,7 +74,14 @@ module layer_engine #(
     input  wire                        s_word_valid,
     output wire                        s_word_ready,
     input  wire [63:0]                 s_word,
-    output reg  [NODE_BITS:0]          xw_rows,     // XW rows written so far
+    output reg  [NODE_BITS:0]          xw_rows,     // XW rows written so far by the requant units
+
+    /* XW buffer ports: rows computed by an earlier combination pass in, rows of this tile out */
+    input  wire                        xw_we,
+    input  wire [NODE_BITS-1:0]        xw_waddr,
+    input  wire [LANES*8-1:0]          xw_wdata,    // lane o = XW code, 8-bit signed
+    input  wire [NODE_BITS-1:0]        xw_raddr,
+    output wire [LANES*8-1:0]          xw_rdata,
 
     /* aggregation phase input: destination-major CSR edge stream */
     input  wire                        s_edge_valid,
@@ -170,6 +181,8 @@ module layer_engine #(
             qmult[q_addr] <= q_mult;
             qshift[q_addr] <= q_shift;
             qbits[q_addr] <= q_bits;
+        end
+        if (o_we) begin
             eaggm[q_addr] <= q_agg_mult;
             eaggs[q_addr] <= q_agg_shift;
             eaggb[q_addr] <= q_agg_bits;
@@ -180,6 +193,9 @@ module layer_engine #(
         end
         if (a_valid && a_ready) begin
             row_reg <= row_reg + 1'b1;
+        end
+        if (xw_we) begin
+            xw[xw_waddr] <= xw_wdata;
         end
         if (pop) begin
             xw[tag0_reg] <= r_code;
@@ -208,6 +224,8 @@ module layer_engine #(
             end
         end
     end
+
+    assign xw_rdata = xw[xw_raddr];
 
     // aggregation phase: the edge stream waits until every XW row of the tile is written
     wire xw_done = (xw_rows == num_rows);

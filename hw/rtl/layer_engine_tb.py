@@ -31,6 +31,7 @@ async def load_constants(tb: TB, tile: Tile) -> None:
     for i in range(max(n, f)):
         dut.bm_we.value = int(i < n)
         dut.q_we.value = int(i < n)
+        dut.o_we.value = int(i < n)
         dut.w_we.value = int(i < f)
         if i < n:
             dut.bm_addr.value = dut.q_addr.value = i
@@ -49,7 +50,9 @@ async def load_constants(tb: TB, tile: Tile) -> None:
         if i < f:
             dut.w_addr.value, dut.w_col.value = i, pack_lanes(tile.w_codes[:, i], tile.w_bits)
         await tb.cycles(1)
-    dut.bm_we.value = dut.q_we.value = dut.w_we.value = 0
+    dut.bm_we.value = dut.q_we.value = dut.o_we.value = dut.w_we.value = 0
+    dut.xw_we.value = 0
+    dut.xw_raddr.value = 0
     dut.num_nodes.value = n
     dut.num_rows.value = tile.nz_rows
     dut.agg_en.value, dut.relu_en.value, dut.out_en.value = int(tile.agg_en), int(tile.relu_en), int(tile.out_en)
@@ -64,7 +67,7 @@ async def run_tile(dut):
     rng = random.Random(int(os.environ.get("TILE_SEED", "1")))
     lanes, psum_bits = tile.w_codes.shape[0], tile.psum_bits
     tb = TB(dut)
-    for s in ("s_pkg_valid", "s_word_valid", "s_edge_valid", "bm_we", "q_we", "w_we"):
+    for s in ("s_pkg_valid", "s_word_valid", "s_edge_valid", "bm_we", "q_we", "o_we", "w_we", "xw_we"):
         getattr(dut, s).value = 0
     await tb.reset()
     await load_constants(tb, tile)

@@ -164,7 +164,7 @@ def run_layers(args) -> list[dict]:
             sched = scheduler_layer(wl, li, cfg)
             matched = scheduler_layer(wl, li, rtl_matched_config(cfg, img.lanes, args.max_rows, layer.psum_bits))
         rtl = {"total": res["cnt_total"], "load": res["cnt_load"], "combination": res["cnt_comb"],
-               "aggregation": res["cnt_agg"], "writeback": res["cnt_wb"]}
+               "xw_writes": res["cnt_xw"], "aggregation": res["cnt_agg"], "writeback": res["cnt_wb"]}
         mismatch = None
         if res["err"]:
             mismatch = f"layer {li}: the engine stopped with decoder error code {res['err']}"
@@ -179,8 +179,9 @@ def run_layers(args) -> list[dict]:
                "scheduler_cycles": None if sched is None else sched["cycles"], "scheduler_config": cfg.name,
                "scheduler": sched, "scheduler_rtl_matched": matched,
                "one_pass": None if args.no_model else one_pass_combination(layer, x),
-               "tiles": len(img.tiles), "image_words": len(img.words), "rows": img.num_rows,
-               "local_nodes": img.local_nodes, "recompute_factor": img.local_nodes / img.num_rows,
+               "tiles": img.num_tiles, "comb_tiles": len(img.comb_tiles), "agg_tiles": len(img.agg_tiles),
+               "image_words": len(img.words), "rows": img.num_rows,
+               "local_nodes": img.local_nodes, "xw_reads_per_row": img.local_nodes / img.num_rows,
                "sim_cycles_per_s": rtl["total"] / res["run_s"] if res["run_s"] > 0 else None,
                "run_s": res["run_s"], "wall_s": res["wall_s"], "cached_build": res["cached_build"],
                "image_s": image_s, "parameters": img.params.verilog()}
@@ -201,7 +202,7 @@ def run_export(export: str | Path, *, layers: str = "all", sim: str | None = Non
 
 def table(records: list[dict]) -> str:
     head = (f"{'layer':>5} {'bit-exact':>9} {'rtl cycles':>11} {'model':>11} {'diff':>6} {'load':>9} {'comb':>9} "
-            f"{'agg':>8} {'wb':>7} {'tiles':>5} {'cyc/s':>9} {'sched preset / matched':>22}")
+            f"{'xw wr':>7} {'agg':>8} {'wb':>7} {'tiles':>5} {'cyc/s':>9} {'sched preset / matched':>22}")
     lines = [head]
     for r in records:
         p = r["rtl_phases"]
@@ -210,7 +211,8 @@ def table(records: list[dict]) -> str:
         sched = f"{r['scheduler_cycles']:.0f} / {m['cycles']:.0f}" if m is not None else "-"
         lines.append(f"{r['layer']:>5} {'yes' if r['bit_exact'] else 'NO':>9} {r['rtl_cycles']:>11} "
                      f"{r['model_cycles']:>11} {diff:>6.1%} {p['load']:>9} {p['combination']:>9} "
-                     f"{p['aggregation']:>8} {p['writeback']:>7} {r['tiles']:>5} {r['sim_cycles_per_s']:>9.0f} "
+                     f"{p['xw_writes']:>7} {p['aggregation']:>8} {p['writeback']:>7} {r['tiles']:>5} "
+                     f"{r['sim_cycles_per_s']:>9.0f} "
                      f"{sched:>22}")
     return "\n".join(lines)
 

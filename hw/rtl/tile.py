@@ -108,7 +108,7 @@ class Tile:
         return cls(**kw)
 
 
-def _per_lane(a, shape) -> np.ndarray:
+def per_lane(a, shape) -> np.ndarray:
     return np.broadcast_to(np.asarray(a, dtype=np.int64), shape).copy()
 
 
@@ -135,22 +135,22 @@ def cut_tile(layer: QuantizedGCNLayer, x_codes: np.ndarray, graph: tuple, rows, 
     coef = np.asarray(k.coef, dtype=np.int64)[slots]
     if coef.size and (coef.min() < 0 or coef.max() >= 1 << COEF_BITS):
         raise ValueError(f"cut_tile: edge coefficients span [{coef.min()}, {coef.max()}], beyond {COEF_BITS} bits")
-    bias = _per_lane(k.bias_int if k.bias_int is not None else 0, full)[rows]
+    bias = per_lane(k.bias_int if k.bias_int is not None else 0, full)[rows]
     if bias.size and (bias.min() < -(1 << 31) or bias.max() >= 1 << 31):
         raise ValueError("cut_tile: the integer bias does not fit 32 bits")
     zeros = np.zeros(full, dtype=np.int64)
     has_agg, has_out = layer.agg_steps is not None, layer.out_steps is not None
     return Tile(
         nodes=nodes, x_codes=np.asarray(x_codes, dtype=np.int8)[nodes], x_bits=np.asarray(layer.x_bits)[nodes],
-        w_codes=np.asarray(layer.w_codes, dtype=np.int8), xw_mult=_per_lane(k.xw_mult, full)[nodes],
-        xw_shift=_per_lane(k.xw_shift, full)[nodes], xw_bits=_per_lane(layer.xw_grid()[1], full)[nodes],
+        w_codes=np.asarray(layer.w_codes, dtype=np.int8), xw_mult=per_lane(k.xw_mult, full)[nodes],
+        xw_shift=per_lane(k.xw_shift, full)[nodes], xw_bits=per_lane(layer.xw_grid()[1], full)[nodes],
         indptr=np.r_[0, np.cumsum(indptr[rows + 1] - indptr[rows])].astype(np.int64),
         indices=np.asarray([local[int(s)] for s in indices[slots]], dtype=np.int64), coef=coef,
-        agg_mult=(_per_lane(k.agg_mult, full) if has_agg else zeros)[rows],
-        agg_shift=(_per_lane(k.agg_shift, full) if has_agg else zeros)[rows],
+        agg_mult=(per_lane(k.agg_mult, full) if has_agg else zeros)[rows],
+        agg_shift=(per_lane(k.agg_shift, full) if has_agg else zeros)[rows],
         agg_bits=(np.asarray(layer.agg_bits) if has_agg else np.zeros(n_all, np.int64))[rows],
-        bias=bias, out_mult=(_per_lane(k.out_mult, full) if has_out else zeros)[rows],
-        out_shift=(_per_lane(k.out_shift, full) if has_out else zeros)[rows],
+        bias=bias, out_mult=(per_lane(k.out_mult, full) if has_out else zeros)[rows],
+        out_shift=(per_lane(k.out_shift, full) if has_out else zeros)[rows],
         out_bits=(np.asarray(layer.out_bits) if has_out else np.zeros(n_all, np.int64))[rows],
         agg_en=has_agg, relu_en=bool(layer.relu), out_en=has_out, psum_bits=int(layer.psum_bits),
         frac_bits=int(layer.frac_bits), w_bits=max(int(layer.w_bits), 2), xw=trace["xw"][nodes],

@@ -1,17 +1,22 @@
 """Whole GCN layers on ``hw/rtl/accel_top.v``: tiling, the memory image, the simulation and the checks.
 
-A layer is cut into tiles of consecutive destination rows (:func:`plan_rows`: as many rows as fit ``max_nodes``
-local nodes, ``max_rows`` rows and ``max_edges`` edge beats); each tile is a :class:`hw.rtl.tile.Tile` (rows
-first, then their other sources; the halo's XW is recomputed in the tile). :func:`build_image` writes the memory
-image that the controller walks (64-bit words, word addresses, LSB-first fields):
+A layer runs in two passes. Combination tiles (:func:`plan_comb_rows`: consecutive rows, each node once) compute
+XW and write each row to every aggregation tile that reads it; aggregation tiles (:func:`plan_rows`: as many
+destination rows as fit ``max_nodes`` local nodes, ``max_rows`` rows and ``max_edges`` edge beats) are
+:class:`hw.rtl.tile.Tile` cuts (rows first, then their other sources, the *halo*) whose XW rows arrive from memory.
+:func:`build_image` writes the memory image that the controller walks (64-bit words, word addresses, LSB-first
+fields):
 
-* word 0, layer header: ``num_tiles [15:0] | F_in [31:16] | agg_en [32] | relu_en [33] | out_en [34]``;
-* the prologue: F_in weight columns (``W[:, k]``, ``W_BITS`` per lane, ``w_beats`` words each), then tile 0's
-  header (2 words: ``nodes | rows << 16 | nz_rows << 32 | packages << 48``, ``words | edge_beats << 16 |
-  out_addr << 32``);
-* per tile, its body: one record per local node (bitmap row, xw mult / shift / bits, then for destination rows
-  the output-stage constants: ``node_beats`` words for a row, ``halo_beats`` for a halo node), the package
-  boundary records (``first_node | first_value << 16 | num_values << 32``), the package words, the edge beats (``coef |
+* word 0, layer header: ``combination tiles [15:0] | F_in [31:16] | agg_en [32] | relu_en [33] | out_en [34] |
+  aggregation tiles [63:48]``;
+* the prologue: F_in weight columns (``W[:, k]``, ``W_BITS`` per lane, ``w_beats`` words each), then the first
+  tile's header (2 words: ``nodes | rows << 16 | nz_rows << 32 | packages << 48``, ``words | list << 16 |
+  out_addr << 32``; ``list`` = copy-list entries of a combination tile, edge beats of an aggregation tile);
+* per combination tile, its body: one record per row (bitmap row, xw mult / shift / bits: ``c_beats`` words), the
+  package boundary records (``first_node | first_value << 16 | num_values << 32``), the package words, the copy
+  list (``local row | XW address << 32``: one entry per place the row's XW goes), then the next tile's header;
+* per aggregation tile, its body: the XW block (one row per local node, ``x_beats`` words, zero in the image and
+  written by the combination pass), one output-stage record per row (``o_beats`` words), the edge beats (``coef |
   src << 32 | last << 48``; a zero-degree row is one beat with coefficient 0), then the next tile's header;
 * the output region: row ``r`` of the layer at ``out_base + r * out_beats`` (32 bits per lane).
 
@@ -32,15 +37,18 @@ from pathlib import Path
 import numpy as np
 
 from hw.rtl.rtl_tb import pack_lanes, unpack_lanes
-from hw.rtl.tile import COEF_BITS, RTL_DIR, Tile, cut_tile
+from hw.rtl.tile import COEF_BITS, RTL_DIR, Tile, cut_tile, per_lane
 from hw.rtl.tile import SOURCES as ENGINE_SOURCES
 from hw.timing import accel_top_layer_cycles
 from quant.archs.gcn.integer import gcn_layer_trace, layer_constants
+from quant.formats.adaptive_package import encode
 
 SOURCES = [*ENGINE_SOURCES, "accel_top", "mem_model", "accel_sim"]
 TOP = "accel_sim"
 WORD_BITS = 64
-CONST_BITS_PER_LANE = 147  # 31 + 6 + 4 (xw) + 31 + 6 (q_aggregate) + 32 (bias) + 31 + 6 (out), see accel_top.v
+XW_CONST_BITS_PER_LANE = 41    # 31 + 6 + 4 (xw mult / shift / bits), see accel_top.v
+OUT_CONST_BITS_PER_LANE = 106  # 31 + 6 (q_aggregate) + 32 (bias) + 31 + 6 (out), plus 2 x 4 bits per row
+XW_CODE_BITS = 8               # the engine's XW buffer: 8 bits per lane
 MAX_LANES = 64      # accel_top.v: LANES in 1..64
 MAX_FEAT_BITS = 16  # accel_top.v / ap_decoder.v: feature indices and first_value (a 16-bit record field)
 
@@ -64,6 +72,7 @@ class TopParams:
     max_pkgs: int = 2048
     max_words: int = 2048
     max_edges: int = 2048
+    max_copies: int = 2048
     burst_beats: int = 16       # dram_access_bytes / 8
     max_outstanding: int = 16
     latency: int = 100          # dram_latency_cycles
@@ -93,13 +102,19 @@ class TopParams:
         return max(8, math.ceil(math.log2(self.mem_words)))
 
     @property
-    def node_beats(self) -> int:
-        return -(-(self.max_features + self.lanes * CONST_BITS_PER_LANE + 8) // WORD_BITS)
+    def c_beats(self) -> int:
+        """Words of a combination row's record (bitmap row + XW requant constants)."""
+        return -(-(self.max_features + self.lanes * XW_CONST_BITS_PER_LANE) // WORD_BITS)
 
     @property
-    def halo_beats(self) -> int:
-        """Words of a halo node's record (bitmap row + XW requant constants)."""
-        return -(-(self.max_features + self.lanes * 41) // WORD_BITS)
+    def o_beats(self) -> int:
+        """Words of an aggregation row's output-stage record."""
+        return -(-(self.lanes * OUT_CONST_BITS_PER_LANE + 8) // WORD_BITS)
+
+    @property
+    def x_beats(self) -> int:
+        """Words of one XW row."""
+        return -(-(self.lanes * XW_CODE_BITS) // WORD_BITS)
 
     @property
     def w_beats(self) -> int:
@@ -114,9 +129,9 @@ class TopParams:
                 "MAX_FEATURES": self.max_features, "FEAT_BITS": self.feat_bits, "W_BITS": self.w_bits,
                 "PSUM_BITS": self.psum_bits, "COEF_BITS": COEF_BITS, "FRAC_BITS": self.frac_bits,
                 "MAX_ROWS": self.max_rows, "MAX_PKGS": self.max_pkgs, "MAX_WORDS": self.max_words,
-                "MAX_EDGES": self.max_edges, "ADDR_BITS": self.addr_bits, "BURST_BEATS": self.burst_beats,
-                "MAX_OUTSTANDING": self.max_outstanding, "MEM_WORDS": self.mem_words, "LATENCY": self.latency,
-                "BEAT_INTERVAL": self.beat_interval}
+                "MAX_EDGES": self.max_edges, "MAX_COPIES": self.max_copies, "ADDR_BITS": self.addr_bits,
+                "BURST_BEATS": self.burst_beats, "MAX_OUTSTANDING": self.max_outstanding,
+                "MEM_WORDS": self.mem_words, "LATENCY": self.latency, "BEAT_INTERVAL": self.beat_interval}
 
 
 def params_for(layer, f_in: int, cfg=None, **overrides) -> TopParams:
@@ -167,9 +182,14 @@ class LayerImage:
     num_rows: int                    # destination rows of the layer (= nodes)
     lanes: int
     prologue_beats: int
-    tiles: list[tuple] = field(default_factory=list)  # per tile (body_beats, stream, degrees, out_beats)
-    golden: np.ndarray | None = None                   # (N, L) gcn_layer_trace "out"
-    local_nodes: int = 0                               # local nodes summed over the tiles (rows + halo)
+    comb_tiles: list[tuple] = field(default_factory=list)  # per combination tile (body_beats, stream, xw_beats)
+    agg_tiles: list[tuple] = field(default_factory=list)   # per aggregation tile (body_beats, degrees, out_beats)
+    golden: np.ndarray | None = None                        # (N, L) gcn_layer_trace "out"
+    local_nodes: int = 0              # XW rows the aggregation tiles read (rows + halo, summed over the tiles)
+
+    @property
+    def num_tiles(self) -> int:
+        return len(self.comb_tiles) + len(self.agg_tiles)
 
     @property
     def mem_words(self) -> int:
@@ -181,60 +201,110 @@ def _beats(value: int, n: int) -> list[int]:
     return [(value >> (WORD_BITS * j)) & mask for j in range(n)]
 
 
-def _node_record(p: TopParams, tile: Tile, bitmap_row: int, i: int) -> int:
-    """Bitmap row + every per-node constant of local node ``i`` (layout of accel_top.v's slices)."""
-    lanes, rec, pos = p.lanes, 0, 0
+class _Fields:
+    """Packs fields LSB first into one integer record."""
 
-    def put(value: int, width: int) -> None:
-        nonlocal rec, pos
-        rec |= (int(value) & ((1 << width) - 1)) << pos
-        pos += width
+    def __init__(self) -> None:
+        self.value, self.pos = 0, 0
 
-    put(bitmap_row, p.max_features)
-    put(pack_lanes(tile.xw_mult[i], 31), lanes * 31)
-    put(pack_lanes(tile.xw_shift[i], 6), lanes * 6)
-    put(pack_lanes(tile.xw_bits[i], 4), lanes * 4)
-    if i >= tile.num_rows:  # a halo node: no output-stage constants
-        return rec
-    put(pack_lanes(tile.agg_mult[i], 31), lanes * 31)
-    put(pack_lanes(tile.agg_shift[i], 6), lanes * 6)
-    put(int(tile.agg_bits[i]), 4)
-    put(pack_lanes(tile.bias[i], 32), lanes * 32)
-    put(pack_lanes(tile.out_mult[i], 31), lanes * 31)
-    put(pack_lanes(tile.out_shift[i], 6), lanes * 6)
-    put(int(tile.out_bits[i]), 4)
-    return rec
+    def put(self, value: int, width: int) -> _Fields:
+        self.value |= (int(value) & ((1 << width) - 1)) << self.pos
+        self.pos += width
+        return self
 
 
-def _tile_body(p: TopParams, tile: Tile) -> tuple[list[int], tuple, object]:
-    """(body words without the next header, (nodes, rows, nz, packages, words, edge beats), stream)."""
-    n = tile.x_codes.shape[0]
-    stream = tile.stream() if tile.nz_rows else None
+def _comb_record(p: TopParams, bitmap_row: int, mult, shift, bits) -> int:
+    """Bitmap row + XW requant constants of one row (accel_top.v's combination record)."""
+    return (_Fields().put(bitmap_row, p.max_features).put(pack_lanes(mult, 31), p.lanes * 31)
+            .put(pack_lanes(shift, 6), p.lanes * 6).put(pack_lanes(bits, 4), p.lanes * 4).value)
+
+
+def _out_record(p: TopParams, tile: Tile, r: int) -> int:
+    """Output-stage constants of row ``r`` of an aggregation tile (accel_top.v's output-stage record)."""
+    lanes = p.lanes
+    return (_Fields().put(pack_lanes(tile.agg_mult[r], 31), lanes * 31).put(pack_lanes(tile.agg_shift[r], 6), lanes * 6)
+            .put(int(tile.agg_bits[r]), 4).put(pack_lanes(tile.bias[r], 32), lanes * 32)
+            .put(pack_lanes(tile.out_mult[r], 31), lanes * 31).put(pack_lanes(tile.out_shift[r], 6), lanes * 6)
+            .put(int(tile.out_bits[r]), 4).value)
+
+
+def _check_caps(p: TopParams, kind: str, counts: dict) -> None:
+    for name, got in counts.items():
+        cap = {"local nodes": p.max_nodes, "rows": p.max_rows, "packages": p.max_pkgs, "package words": p.max_words,
+               "edge beats": p.max_edges, "copies": p.max_copies}[name]
+        if got > cap:
+            raise ValueError(f"build_image: {kind} tile has {got} {name}; the RTL holds {cap}")
+
+
+def _agg_body(p: TopParams, tile: Tile) -> tuple[list[int], list[int]]:
+    """(body words without the next header, its 2-word header without out_addr) of an aggregation tile."""
+    n, rows = tile.x_codes.shape[0], tile.num_rows
+    body = [0] * (n * p.x_beats)  # the XW block, written by the combination pass
+    for r in range(rows):
+        body += _beats(_out_record(p, tile, r), p.o_beats)
+    edges = []
+    for r in range(rows):
+        slots = range(int(tile.indptr[r]), int(tile.indptr[r + 1]))
+        if len(slots) == 0:
+            edges.append(1 << 48)
+        edges += [int(tile.coef[s]) | int(tile.indices[s]) << 32 | int(k == len(slots) - 1) << 48
+                  for k, s in enumerate(slots)]
+    _check_caps(p, "an aggregation", {"local nodes": n, "rows": rows, "edge beats": len(edges)})
+    return body + edges, [n | rows << 16, len(edges) << 16]
+
+
+def plan_comb_rows(n: int, copies: np.ndarray, max_rows: int, max_copies: int) -> list[np.ndarray]:
+    """Consecutive rows per combination tile: a row joins while the tile keeps <= ``max_rows`` rows and
+    ``max_copies`` XW row writes (``copies[r]``: the aggregation tiles that read row ``r``)."""
+    tiles, lo, total = [], 0, 0
+    for r in range(n):
+        c = int(copies[r])
+        if c > max_copies:
+            raise ValueError(f"plan_comb_rows: row {r} is read by {c} aggregation tiles; a combination tile writes "
+                             f"{max_copies} XW rows")
+        if r > lo and (r - lo == max_rows or total + c > max_copies):
+            tiles.append(np.arange(lo, r))
+            lo, total = r, 0
+        total += c
+    tiles.append(np.arange(lo, n))
+    return tiles
+
+
+def _comb_tile(p: TopParams, layer, x_codes, k, rows: np.ndarray) -> tuple[list[int], tuple, object]:
+    """(row records + packages + words, (rows, nz, packages, words), stream) of a combination tile; splitting is
+    the caller's when it overflows the package buffers (ValueError)."""
+    full = (x_codes.shape[0], p.lanes)
+    x, bits = np.asarray(x_codes, np.int8)[rows], np.asarray(layer.x_bits)[rows]
+    mult, shift = per_lane(k.xw_mult, full)[rows], per_lane(k.xw_shift, full)[rows]
+    xw_bits = per_lane(layer.xw_grid()[1], full)[rows]
+    nz = int((x != 0).any(axis=1).sum())
+    stream = encode(x, bits) if nz else None
     body = []
-    for i in range(n):
+    for i in range(rows.size):
         bm = int.from_bytes(stream.bitmap[i].tobytes(), "little") if stream is not None else 0
-        body += _beats(_node_record(p, tile, bm, i), p.node_beats if i < tile.num_rows else p.halo_beats)
+        body += _beats(_comb_record(p, bm, mult[i], shift[i], xw_bits[i]), p.c_beats)
     npk = nw = 0
     if stream is not None:
         npk, nw = int(stream.num_packages), int(stream.words.shape[0])
         body += [int(a) | int(b) << 16 | int(c) << 32
                  for a, b, c in zip(stream.first_node, stream.first_value, stream.num_values, strict=True)]
         body += [int(w) for w in stream.words]
-    edges = []
-    for r in range(tile.num_rows):
-        slots = range(int(tile.indptr[r]), int(tile.indptr[r + 1]))
-        if len(slots) == 0:
-            edges.append(1 << 48)
-        edges += [int(tile.coef[s]) | int(tile.indices[s]) << 32 | int(k == len(slots) - 1) << 48
-                  for k, s in enumerate(slots)]
-    body += edges
-    counts = (n, tile.num_rows, tile.nz_rows, npk, nw, len(edges))
-    for name, got, cap in (("local nodes", n, p.max_nodes), ("rows", tile.num_rows, p.max_rows),
-                           ("packages", npk, p.max_pkgs), ("package words", nw, p.max_words),
-                           ("edge beats", len(edges), p.max_edges)):
-        if got > cap:
-            raise ValueError(f"build_image: a tile has {got} {name}; the RTL holds {cap}")
-    return body, counts, stream
+    return body, (rows.size, nz, npk, nw), stream
+
+
+def _comb_tiles(p: TopParams, layer, x_codes, k, row_sets: list[np.ndarray]) -> list[tuple]:
+    """Every combination tile as (rows, body, counts, stream), halving a tile whose packages overflow."""
+    out, todo = [], list(reversed(row_sets))
+    while todo:
+        rows = todo.pop()
+        body, counts, stream = _comb_tile(p, layer, x_codes, k, rows)
+        if (counts[2] > p.max_pkgs or counts[3] > p.max_words) and rows.size > 1:
+            half = rows.size // 2
+            todo += [rows[half:], rows[:half]]
+            continue
+        _check_caps(p, "a combination", {"packages": counts[2], "package words": counts[3]})
+        out.append((rows, body, counts, stream))
+    return out
 
 
 def build_image(layer, x_codes: np.ndarray, graph: tuple, params: TopParams) -> LayerImage:
@@ -245,44 +315,62 @@ def build_image(layer, x_codes: np.ndarray, graph: tuple, params: TopParams) -> 
         raise ValueError(f"build_image: {f_in} input features; the RTL holds {params.max_features}")
     k = layer_constants(layer, graph)
     trace = gcn_layer_trace(layer, x_codes, graph, constants=k)
-    row_sets = plan_rows(graph, params.max_nodes, params.max_rows, params.max_edges)
-    p, ob = params, params.out_beats
+    p, ob, xb = params, params.out_beats, params.x_beats
+    agg = []  # (tile, body, header)
+    readers: list[list[tuple[int, int]]] = [[] for _ in range(n)]  # node -> (aggregation tile, local index)
+    for rows in plan_rows(graph, p.max_nodes, p.max_rows, p.max_edges):
+        tile = cut_tile(layer, x_codes, graph, rows, constants=k, trace=trace)
+        for j, g in enumerate(tile.nodes.tolist()):
+            readers[g].append((len(agg), j))
+        agg.append((tile, *_agg_body(p, tile)))
+    copies = np.asarray([len(r) for r in readers])
+    comb = _comb_tiles(p, layer, x_codes, k, plan_comb_rows(n, copies, p.max_nodes, p.max_copies))
     w = np.asarray(layer.w_codes, dtype=np.int64)
     prologue = [b for c in range(f_in) for b in _beats(pack_lanes(w[:, c], p.w_bits), p.w_beats)]
-    bodies, headers, meta = [], [], []
-    for rows in row_sets:
-        tile = cut_tile(layer, x_codes, graph, rows, constants=k, trace=trace)
-        body, counts, stream = _tile_body(p, tile)
-        bodies.append(body)
-        headers.append((counts, int(rows[0])))
-        meta.append((stream, tile.degrees(), tile.num_rows * ob))
-    size = 1 + len(prologue) + 2 + sum(len(b) + 2 for b in bodies) - 2
+    # addresses: header, prologue (+ first header), combination bodies (+ next header), aggregation bodies
+    comb_sizes = [len(body) + int(copies[rows].sum()) for rows, body, _, _ in comb]
+    agg_start, pos = [], 1 + len(prologue) + 2 + sum(s + 2 for s in comb_sizes)
+    for _, body, _ in agg:
+        agg_start.append(pos)
+        pos += len(body) + 2
+    size = pos - 2
     out_base = -(-size // 64) * 64
-
-    def header(i: int) -> list[int]:
-        (nodes, rows, nz, npk, nw, ne), first = headers[i]
-        return [nodes | rows << 16 | nz << 32 | npk << 48, nw | ne << 16 | (out_base + first * ob) << 32]
-
+    headers, comb_meta, agg_meta = [], [], []
+    for (rows, body, (nr, nz, npk, nw), stream), cs in zip(comb, comb_sizes, strict=True):
+        entries = [i | (agg_start[d] + j * xb) << 32 for i, g in enumerate(rows.tolist()) for d, j in readers[g]]
+        _check_caps(p, "a combination", {"copies": len(entries)})
+        body += entries
+        headers.append([nr | nr << 16 | nz << 32 | npk << 48, nw | len(entries) << 16])
+        comb_meta.append((stream, len(entries) * xb))
+        assert len(body) == cs
+    for tile, _, (h0, h1) in agg:
+        headers.append([h0, h1 | (out_base + int(tile.nodes[0]) * ob) << 32])
+        agg_meta.append((tile.degrees(), tile.num_rows * ob))
     has_agg, has_out = layer.agg_steps is not None, layer.out_steps is not None
-    words = [len(bodies) | f_in << 16 | int(has_agg) << 32 | int(bool(layer.relu)) << 33 | int(has_out) << 34]
-    words += prologue + header(0)
-    tiles = []
+    words = [len(comb) | f_in << 16 | int(has_agg) << 32 | int(bool(layer.relu)) << 33 | int(has_out) << 34
+             | len(agg) << 48]
+    words += prologue + headers[0]
+    bodies = [c[1] for c in comb] + [a[1] for a in agg]
+    sizes = []
     for i, body in enumerate(bodies):
-        nxt = header(i + 1) if i + 1 < len(bodies) else []
+        nxt = headers[i + 1] if i + 1 < len(bodies) else []
         words += body + nxt
-        stream, degrees, out_beats = meta[i]
-        tiles.append((len(body) + len(nxt), stream, degrees, out_beats))
-    assert len(words) == size
+        sizes.append(len(body) + len(nxt))
+    assert len(words) == size and all(words[agg_start[d] - 2:agg_start[d]] == headers[len(comb) + d]
+                                      for d in range(len(agg)))
     need = out_base + n * ob
     p = p if p.mem_words >= need else sized(p, need)
+    nc = len(comb)
     return LayerImage(params=p, words=words, out_base=out_base, num_rows=n, lanes=p.lanes,
-                      prologue_beats=len(prologue) + 2, tiles=tiles, golden=np.asarray(trace["out"], np.int64),
-                      local_nodes=sum(h[0][0] for h in headers))
+                      prologue_beats=len(prologue) + 2,
+                      comb_tiles=[(sizes[i], *comb_meta[i]) for i in range(nc)],
+                      agg_tiles=[(sizes[nc + d], *agg_meta[d]) for d in range(len(agg))],
+                      golden=np.asarray(trace["out"], np.int64), local_nodes=int(copies.sum()))
 
 
 def model_cycles(img: LayerImage) -> dict[str, int]:
     """:func:`hw.timing.accel_top_layer_cycles` of the image (the RTL's cycle model)."""
-    return accel_top_layer_cycles(img.prologue_beats, img.tiles, img.params.latency)
+    return accel_top_layer_cycles(img.prologue_beats, img.comb_tiles, img.agg_tiles, img.params.latency)
 
 
 def sized(params: TopParams, img_words: int) -> TopParams:

@@ -26,6 +26,7 @@ from hw.rtl.top import (
     check_layer,
     model_cycles,
     params_for,
+    plan_comb_rows,
     plan_rows,
     simulate_layer,
 )
@@ -39,7 +40,8 @@ CONFIGS = [  # xw_scheme, q_aggregate, bias, relu, last layer (as test_layer_eng
     ("node", True, False, True, False),
     ("channel", False, False, False, True),
 ]
-SMALL = {"max_nodes": 16, "max_rows": 8, "max_pkgs": 64, "max_words": 64, "max_edges": 64, "latency": 20}
+SMALL = {"max_nodes": 16, "max_rows": 8, "max_pkgs": 64, "max_words": 64, "max_edges": 64, "max_copies": 24,
+         "latency": 20}
 
 
 def _random_layer(seed: int, config, n: int = 40):
@@ -54,7 +56,7 @@ def test_accel_top_lint(lint_rtl, rtl_sources):
     lint_rtl(rtl_sources(*top), "accel_top",  # the Cora layer-0 build
              {"LANES": 64, "MAX_NODES": 256, "NODE_BITS": 8, "MAX_FEATURES": 1433, "FEAT_BITS": 11, "W_BITS": 8,
               "PSUM_BITS": 32, "FRAC_BITS": 14, "MAX_ROWS": 64, "MAX_PKGS": 2048, "MAX_WORDS": 2048,
-              "MAX_EDGES": 2048, "ADDR_BITS": 22})
+              "MAX_EDGES": 2048, "MAX_COPIES": 2048, "ADDR_BITS": 22})
     lint_rtl(rtl_sources(*SOURCES), "accel_sim")
 
 
@@ -71,6 +73,15 @@ def test_plan_rows_covers_every_row_within_the_limits():
         plan_rows(graph, 2, 5, 20)
 
 
+def test_plan_comb_rows_covers_every_row_within_the_limits():
+    copies = np.asarray([1, 3, 2, 2, 5, 1, 1])
+    tiles = plan_comb_rows(7, copies, max_rows=3, max_copies=5)
+    np.testing.assert_array_equal(np.concatenate(tiles), np.arange(7))
+    assert [t.tolist() for t in tiles] == [[0, 1], [2, 3], [4], [5, 6]]
+    with pytest.raises(ValueError, match="row 4 is read by 5 aggregation tiles; a combination tile writes 4"):
+        plan_comb_rows(7, copies, max_rows=3, max_copies=4)
+
+
 def test_params_refuse_what_the_rtl_asserts_naming_the_limit():
     common = {"w_bits": 8, "psum_bits": 32, "frac_bits": 14}
     assert TopParams(lanes=64, max_features=6805, **common).verilog()["FEAT_BITS"] == 13  # Coauthor CS's layer 0
@@ -84,23 +95,49 @@ def test_params_refuse_what_the_rtl_asserts_naming_the_limit():
 
 
 def test_top_cycle_formula_pieces():
-    """Reads cost latency + beats; a tile without values costs the engine's aggregation tail + 1 and its words."""
+    """Reads cost latency + beats; a combination tile without values runs 1 cycle and writes its XW words; an
+    aggregation tile costs the engine's aggregation tail + 1 and its output words."""
     deg = [1, 3]
-    got = accel_top_layer_cycles(10, [(50, None, deg, 4)], latency=7)
+    got = accel_top_layer_cycles(10, [(30, None, 6)], [(50, deg, 4)], latency=7)
     run = layer_engine_cycles(None, deg) + 1
-    assert got == {"total": (7 + 1) + (7 + 10) + (7 + 50) + run + 4, "load": 7 + 1 + 7 + 10 + 7 + 50,
-                   "combination": 0, "aggregation": run, "writeback": 4}
+    assert got == {"total": (7 + 1) + (7 + 10) + (7 + 30) + 1 + 6 + (7 + 50) + run + 4,
+                   "load": 7 + 1 + 7 + 10 + 7 + 30 + 7 + 50, "combination": 1, "xw_writes": 6,
+                   "aggregation": run, "writeback": 4}
 
 
-def test_image_header_and_golden():
+def test_image_header_copies_and_golden():
+    """The header counts both passes; every node's XW goes to each aggregation tile that reads it (its own and,
+    as a halo source, others'), at that tile's XW block, and nowhere else."""
     layer, x, graph = _random_layer(1, CONFIGS[0])
-    img = build_image(layer, x, graph, params_for(layer, x.shape[1], **SMALL))
+    p = params_for(layer, x.shape[1], **SMALL)
+    img = build_image(layer, x, graph, p)
     head = img.words[0]
-    assert head & 0xFFFF == len(img.tiles) and (head >> 16) & 0xFFFF == 12
+    assert head & 0xFFFF == len(img.comb_tiles) and head >> 48 == len(img.agg_tiles) and (head >> 16) & 0xFFFF == 12
     assert (head >> 33) & 1 == 1 and (head >> 34) & 1 == 1  # relu, next-layer codes
-    assert img.prologue_beats == 12 * img.params.w_beats + 2
-    assert sum(t[0] for t in img.tiles) + 1 + img.prologue_beats == len(img.words)
+    assert img.prologue_beats == 12 * p.w_beats + 2
+    assert sum(t[0] for t in img.comb_tiles + img.agg_tiles) + 1 + img.prologue_beats == len(img.words)
     assert img.golden.shape == (40, 5)
+    # walk the image as the controller does and collect the copy lists and the XW blocks
+    pos, hdr, nc, na = 1 + img.prologue_beats - 2, [], head & 0xFFFF, head >> 48
+    targets, blocks = [], set()
+    for t in range(nc + na):
+        h0, h1 = img.words[pos], img.words[pos + 1]
+        pos += 2
+        nodes, rows, npk, nw, lst = h0 & 0xFFFF, (h0 >> 16) & 0xFFFF, h0 >> 48, h1 & 0xFFFF, (h1 >> 16) & 0xFFFF
+        if t < nc:
+            start = pos + rows * p.c_beats + npk + nw
+            targets += [(e >> 32, e & 0xFFFF) for e in img.words[start:start + lst]]
+            pos = start + lst
+        else:
+            blocks |= {pos + j * p.x_beats for j in range(nodes)}
+            pos += nodes * p.x_beats + rows * p.o_beats + lst
+        hdr.append(t)
+    assert pos == len(img.words)
+    addrs = [a for a, _ in targets]
+    assert len(addrs) == len(set(addrs)) and set(addrs) == blocks and len(addrs) == img.local_nodes
+    indptr, indices, _ = graph
+    readers = sum(len(set(indices[indptr[r]:indptr[r + 1]].tolist()) | {r}) for r in range(40))
+    assert img.local_nodes <= readers  # a tile reads a source once, however many of its rows use it
 
 
 def test_check_layer_names_the_mismatch():
@@ -121,18 +158,18 @@ def test_accel_top_random_layers(sim, sim_exe, rtl_build_root, tmp_path):
         if zero:
             x = np.zeros_like(x)
         img = build_image(layer, x, graph, params_for(layer, x.shape[1], **SMALL))
-        assert len(img.tiles) >= 5
+        assert len(img.agg_tiles) >= 5 and len(img.comb_tiles) >= 2
         res = simulate_layer(img, sim=sim, build_root=rtl_build_root, work_dir=tmp_path / f"s{seed}",
                              module_dirs=(Path(__file__).parent,))
         assert res["err"] == 0
         check_layer(res["out"], img.golden, 0)
         want = model_cycles(img)
         got = {"total": res["cnt_total"], "load": res["cnt_load"], "combination": res["cnt_comb"],
-               "aggregation": res["cnt_agg"], "writeback": res["cnt_wb"]}
+               "xw_writes": res["cnt_xw"], "aggregation": res["cnt_agg"], "writeback": res["cnt_wb"]}
         assert got == want, (seed, config, zero)
-        assert res["cnt_tiles"] == len(img.tiles)
+        assert res["cnt_tiles"] == img.num_tiles
         if zero:
-            assert want["combination"] == 0
+            assert want["combination"] == len(img.comb_tiles)  # one cycle each: nothing to compute
 
 
 # ------------------------------------------------------------------------------------------------------ the CLI
