@@ -3,7 +3,7 @@
 // image; README.md ("The accelerator top") gives its layout. Word addresses throughout.
 //
 // Per layer (on `start`, image at `layer_addr`): read the 1-beat layer header; read the prologue (weight columns,
-// written to the engine once per layer, then the first tile's 2-beat header). Then two passes over tiles, each
+// written to the engine once per layer, the layer's bias, then the first tile's 2-beat header). Then two passes over tiles, each
 // tile strictly in sequence:
 //   combination tiles (consecutive rows, each node once):
 //     LOAD  read the body in bursts of BURST_BEATS (up to MAX_OUTSTANDING in flight): per row a record (bitmap row +
@@ -13,8 +13,9 @@
 //     XW    write each XW row to every place the copy list names: the XW block of each aggregation tile that reads
 //           it (its own tile's and, as a halo source, others'), so no XW row is recomputed (Condense-Edge's idea);
 //   aggregation tiles (consecutive destination rows):
-//     LOAD  per local node (rows, then halo sources) its XW row, written to the engine's XW buffer; per row its
-//           output-stage constants; the edge beats; the next tile's header;
+//     LOAD  per local node (rows, then halo sources) its XW row, written to the engine's XW buffer; per row the
+//           output-stage constants the layer uses (q_aggregate if agg_en, bias if it differs between rows, the
+//           next-layer requant if out_en); the edge beats; the next tile's header;
 //     RUN   stream the edges through aggregation and the output stage and keep the output rows;
 //     WB    write the rows back, OUT_BEATS words per row, to the tile's output address.
 // The engine is reset for one cycle when a tile's body read is issued (XW buffer, counters; weights and constants
@@ -99,16 +100,20 @@ module accel_top #(
     // record layouts (LSB first); hw/rtl/top.py packs the same
     localparam C_REC_W   = MAX_FEATURES + LANES * 41;       // combination row: bitmap row + XW requant constants
     localparam C_BEATS   = (C_REC_W + 63) / 64;
-    localparam O_REC_W   = LANES * 106 + 8;                 // aggregation row: output-stage constants
-    localparam O_BEATS   = (O_REC_W + 63) / 64;
+    localparam A_REC_W   = LANES * 37 + 4;                  // a requant's constants: mult, shift (per lane), bits
+    localparam A_BEATS   = (A_REC_W + 63) / 64;             // (q_aggregate, next-layer requant)
+    localparam B_BEATS   = (LANES * 32 + 63) / 64;          // a bias (32 bits per lane)
     localparam X_BEATS   = (LANES * 8 + 63) / 64;           // one XW row (8 bits per lane)
     localparam W_BEATS   = (LANES * W_BITS + 63) / 64;      // one weight column W[:, k]
     localparam OUT_BEATS = (LANES * 32 + 63) / 64;          // one output row
-    localparam REC_BEATS = (C_BEATS > O_BEATS) ? ((C_BEATS > X_BEATS) ? C_BEATS : X_BEATS)
-                                               : ((O_BEATS > X_BEATS) ? O_BEATS : X_BEATS);
+    localparam CX_BEATS  = (C_BEATS > X_BEATS) ? C_BEATS : X_BEATS;
+    localparam AB_BEATS  = (A_BEATS > B_BEATS) ? A_BEATS : B_BEATS;
+    localparam RM_BEATS  = (CX_BEATS > AB_BEATS) ? CX_BEATS : AB_BEATS;
+    localparam REC_BEATS = (RM_BEATS > 1) ? RM_BEATS : 2;      // the shift register keeps >= 2 beats
     localparam REC_W     = REC_BEATS * 64;
     localparam C_OFF     = REC_W - C_BEATS * 64;            // where each record lands after its last beat
-    localparam O_OFF     = REC_W - O_BEATS * 64;
+    localparam A_OFF     = REC_W - A_BEATS * 64;
+    localparam B_OFF     = REC_W - B_BEATS * 64;
     localparam X_OFF     = REC_W - X_BEATS * 64;
     localparam PKG_BITS  = $clog2(MAX_PKGS + 1);
     localparam WORD_BITS = $clog2(MAX_WORDS + 1);
@@ -123,13 +128,6 @@ module accel_top #(
     localparam EDGE_IDX  = $clog2(MAX_EDGES);
     localparam CP_IDX    = $clog2(MAX_COPIES);
     localparam ROW_IDX   = (MAX_ROWS > 1) ? $clog2(MAX_ROWS) : 1;
-    // slice offsets of an output-stage record
-    localparam O_AS = LANES * 31;
-    localparam O_AB = O_AS + LANES * 6;
-    localparam O_BI = O_AB + 4;
-    localparam O_OM = O_BI + LANES * 32;
-    localparam O_OS = O_OM + LANES * 31;
-    localparam O_OB = O_OS + LANES * 6;
 
     initial begin
         if (LANES < 1 || LANES > 64 || FEAT_BITS > 16 || MAX_ROWS < 1 || MAX_ROWS > (1 << NODE_BITS) ||
@@ -163,7 +161,7 @@ module accel_top #(
 
     // ---- layer and tile configuration -------------------------------------------------------------------------
     reg [15:0]           num_ctiles_reg, num_tiles_reg, num_feat_reg, tile_reg;
-    reg                  agg_en_reg, relu_en_reg, out_en_reg;
+    reg                  agg_en_reg, relu_en_reg, out_en_reg, bias_row_reg;
     reg [63:0]           h0_reg, h1_reg;         // current tile header
     reg [63:0]           n0_reg, n1_reg;         // next tile header (last beats of the body)
     reg [ADDR_BITS-1:0]  ptr_reg;                // next word of the image to read
@@ -184,20 +182,25 @@ module accel_top #(
 
     // body beats of a tile with header (a0, a1); `comb`: a combination tile; `nxt`: a next header follows
     /* verilator lint_off UNUSEDSIGNAL */
-    function [31:0] body_beats(input [63:0] a0, input [63:0] a1, input comb, input nxt);
+    function [31:0] body_beats(input [63:0] a0, input [63:0] a1, input comb, input nxt, input [15:0] row_beats);
         body_beats = (comb ? {16'd0, a0[31:16]} * C_BEATS
-                           : {16'd0, a0[15:0]} * X_BEATS + {16'd0, a0[31:16]} * O_BEATS)
+                           : {16'd0, a0[15:0]} * X_BEATS + {16'd0, a0[31:16]} * {16'd0, row_beats})
                      + {16'd0, a0[63:48]} + {16'd0, a1[15:0]} + {16'd0, a1[31:16]} + (nxt ? 32'd2 : 32'd0);
     endfunction
     /* verilator lint_on UNUSEDSIGNAL */
+    // output-stage record of a row: q_aggregate constants (agg_en), bias (bias_row), next-layer requant (out_en)
+    wire [15:0] a_beats = agg_en_reg ? A_BEATS[15:0] : 16'd0;
+    wire [15:0] b_beats = bias_row_reg ? B_BEATS[15:0] : 16'd0;
+    wire [15:0] o_beats = a_beats + b_beats + (out_en_reg ? A_BEATS[15:0] : 16'd0);
     // regions of the current body: kind-1 records (combination rows / XW rows), output-stage records, package
     // boundary records, package words, copy list or edges, then the next header
     wire [31:0] b_rec1  = is_c ? {16'd0, t_rows} * C_BEATS : {16'd0, t_nodes} * X_BEATS;
-    wire [31:0] b_rec2  = b_rec1 + (is_c ? 32'd0 : {16'd0, t_rows} * O_BEATS);
+    wire [31:0] b_rec2  = b_rec1 + (is_c ? 32'd0 : {16'd0, t_rows} * {16'd0, o_beats});
     wire [31:0] b_pkgs  = b_rec2 + {16'd0, t_pkgs};
     wire [31:0] b_words = b_pkgs + {16'd0, t_words};
     wire [31:0] b_list  = b_words + {16'd0, t_list};
-    wire [31:0] pro_beats = {16'd0, num_feat_reg} * W_BEATS + 32'd2;
+    wire [31:0] pro_w     = {16'd0, num_feat_reg} * W_BEATS;      // weight beats of the prologue
+    wire [31:0] pro_beats = pro_w + B_BEATS + 32'd2;
 
     // ---- records: beats shift in from the top, the last beat completes the record -----------------------------
     /* verilator lint_off UNUSEDSIGNAL */
@@ -206,7 +209,12 @@ module accel_top #(
     wire [REC_W-1:0]     rec_full = {m_r_data, rec_reg[REC_W-1:64]};
     reg [RB_BITS-1:0]    rbeat_reg;              // beats of the current record so far
     reg [NODE_BITS:0]    node_w_reg;             // kind-1 records written
-    reg [NODE_BITS:0]    orow_w_reg;             // output-stage records written
+    reg [NODE_BITS:0]    orow_w_reg;             // output-stage records completed
+    reg [15:0]           obeat_reg;              // beat inside the current output-stage record
+    reg [A_REC_W-1:0]    agg_c_reg, out_c_reg;   // the row's q_aggregate / next-layer requant constants
+    reg [LANES*32-1:0]   bias_reg, bias_layer_reg;
+    reg                  o_we_reg;               // write the completed record into the engine (one cycle later)
+    reg [NODE_BITS-1:0]  o_addr_reg;
     reg [FEAT_BITS:0]    wcol_reg;               // weight columns written
     reg [PKG_BITS-1:0]   pkg_w_reg, pkg_ptr_reg;
     reg [WORD_BITS-1:0]  word_w_reg, word_ptr_reg;
@@ -223,14 +231,17 @@ module accel_top #(
     reg [ADDR_BITS+NODE_BITS-1:0] cp_mem [0:MAX_COPIES-1];  // {XW row address, local row}
     reg [OUT_BEATS*64-1:0] out_mem [0:MAX_ROWS-1];
 
-    wire in_pro_w  = (state_reg == S_PRO) && (k_reg < pro_beats - 32'd2);
+    wire in_pro_w  = (state_reg == S_PRO) && (k_reg < pro_w);
+    wire bias_end  = r_fire && (state_reg == S_PRO) && (k_reg == pro_w + B_BEATS - 32'd1);
     wire in_rec1   = (state_reg == S_LOAD) && (k_reg < b_rec1);
     wire in_rec2   = (state_reg == S_LOAD) && (k_reg >= b_rec1) && (k_reg < b_rec2);
     wire w_rec_end = r_fire && in_pro_w && (rbeat_reg == W_BEATS[RB_BITS-1:0] - 1'b1);
     wire rec1_end  = r_fire && in_rec1 && (rbeat_reg == (is_c ? C_BEATS[RB_BITS-1:0] : X_BEATS[RB_BITS-1:0]) - 1'b1);
-    wire rec2_end  = r_fire && in_rec2 && (rbeat_reg == O_BEATS[RB_BITS-1:0] - 1'b1);
+    wire rec2_end  = r_fire && in_rec2 && (obeat_reg == o_beats - 16'd1);
+    wire agg_end   = r_fire && in_rec2 && agg_en_reg && (obeat_reg == a_beats - 16'd1);
+    wire brow_end  = r_fire && in_rec2 && bias_row_reg && (obeat_reg == a_beats + b_beats - 16'd1);
+    wire out_end   = rec2_end && out_en_reg;
     wire [C_REC_W-1:0] c_rec = rec_full[C_OFF +: C_REC_W];
-    wire [O_REC_W-1:0] o_rec = rec_full[O_OFF +: O_REC_W];
 
     // ---- the engine -------------------------------------------------------------------------------------------
     reg                  eng_rst_reg;
@@ -259,14 +270,14 @@ module accel_top #(
         .bm_we(rec1_end && is_c), .bm_addr(node_w_reg[NODE_BITS-1:0]), .bm_row(c_rec[MAX_FEATURES-1:0]),
         .num_nodes(t_nodes[NODE_BITS:0]),
         .w_we(w_rec_end), .w_addr(wcol_reg[FEAT_BITS-1:0]), .w_col(rec_full[REC_W-W_BEATS*64 +: LANES*W_BITS]),
-        .q_we(rec1_end && is_c), .o_we(rec2_end),
-        .q_addr(in_rec1 ? node_w_reg[NODE_BITS-1:0] : orow_w_reg[NODE_BITS-1:0]),
+        .q_we(rec1_end && is_c), .o_we(o_we_reg), .q_addr(is_c ? node_w_reg[NODE_BITS-1:0] : o_addr_reg),
         .q_mult(c_rec[MAX_FEATURES +: LANES*31]), .q_shift(c_rec[MAX_FEATURES + LANES*31 +: LANES*6]),
         .q_bits(c_rec[MAX_FEATURES + LANES*37 +: LANES*4]),
-        .q_agg_mult(o_rec[0 +: LANES*31]), .q_agg_shift(o_rec[O_AS +: LANES*6]),
-        .q_agg_bits(o_rec[O_AB +: 4]), .q_bias(o_rec[O_BI +: LANES*32]),
-        .q_out_mult(o_rec[O_OM +: LANES*31]), .q_out_shift(o_rec[O_OS +: LANES*6]),
-        .q_out_bits(o_rec[O_OB +: 4]),
+        .q_agg_mult(agg_c_reg[0 +: LANES*31]), .q_agg_shift(agg_c_reg[LANES*31 +: LANES*6]),
+        .q_agg_bits(agg_c_reg[LANES*37 +: 4]), .q_bias(bias_reg),
+        .bias_per_row(bias_row_reg), .bias_layer(bias_layer_reg),
+        .q_out_mult(out_c_reg[0 +: LANES*31]), .q_out_shift(out_c_reg[LANES*31 +: LANES*6]),
+        .q_out_bits(out_c_reg[LANES*37 +: 4]),
         .num_rows(t_nz[NODE_BITS:0]), .agg_en(agg_en_reg), .relu_en(relu_en_reg), .out_en(out_en_reg),
         .s_pkg_valid(e_pkg_valid), .s_pkg_ready(e_pkg_ready), .s_pkg_first_node(pkg_cur[NODE_BITS-1:0]),
         .s_pkg_first_value(pkg_cur[16 +: FEAT_BITS]), .s_pkg_num_values(pkg_cur[39:32]),
@@ -319,14 +330,15 @@ module accel_top #(
             S_HDR: begin
                 if (r_fire) begin
                     cmd = 1'b1;
-                    cmd_beats = {16'd0, m_r_data[31:16]} * W_BEATS + 32'd2;
+                    cmd_beats = {16'd0, m_r_data[31:16]} * W_BEATS + B_BEATS + 32'd2;
                     state_next = S_PRO;
                 end
             end
             S_PRO: begin
                 if (r_fire && k_reg == pro_beats - 32'd1) begin
                     cmd = 1'b1;
-                    cmd_beats = body_beats(h0_reg, m_r_data, num_ctiles_reg != 16'd0, num_tiles_reg > 16'd1);
+                    cmd_beats = body_beats(h0_reg, m_r_data, num_ctiles_reg != 16'd0, num_tiles_reg > 16'd1,
+                                           o_beats);
                     state_next = S_LOAD;
                 end
             end
@@ -349,7 +361,7 @@ module accel_top #(
                 if (tile_end) begin
                     if (more) begin
                         cmd = 1'b1;
-                        cmd_beats = body_beats(n0_reg, n1_reg, next_c, more2);
+                        cmd_beats = body_beats(n0_reg, n1_reg, next_c, more2, o_beats);
                         state_next = S_LOAD;
                     end else begin
                         done_next = 1'b1;
@@ -387,7 +399,7 @@ module accel_top #(
         // records
         if (r_fire) begin
             rec_reg <= rec_full;
-            rbeat_reg <= (w_rec_end || rec1_end || rec2_end) ? {RB_BITS{1'b0}} : rbeat_reg + 1'b1;
+            rbeat_reg <= (w_rec_end || rec1_end) ? {RB_BITS{1'b0}} : rbeat_reg + 1'b1;
         end
         if (w_rec_end) begin
             wcol_reg <= wcol_reg + 1'b1;
@@ -395,7 +407,16 @@ module accel_top #(
         if (rec1_end) begin
             node_w_reg <= node_w_reg + 1'b1;
         end
+        if (r_fire && in_rec2) begin
+            obeat_reg <= rec2_end ? 16'd0 : obeat_reg + 16'd1;
+        end
+        if (agg_end) agg_c_reg <= rec_full[A_OFF +: A_REC_W];
+        if (brow_end) bias_reg <= rec_full[B_OFF +: LANES*32];
+        if (out_end) out_c_reg <= rec_full[A_OFF +: A_REC_W];
+        if (bias_end) bias_layer_reg <= rec_full[B_OFF +: LANES*32];
+        o_we_reg <= rec2_end;
         if (rec2_end) begin
+            o_addr_reg <= orow_w_reg[NODE_BITS-1:0];
             orow_w_reg <= orow_w_reg + 1'b1;
         end
         case (state_reg)
@@ -407,6 +428,7 @@ module accel_top #(
                     agg_en_reg <= m_r_data[32];
                     relu_en_reg <= m_r_data[33];
                     out_en_reg <= m_r_data[34];
+                    bias_row_reg <= m_r_data[35];
                     wcol_reg <= {(FEAT_BITS+1){1'b0}};
                     rbeat_reg <= {RB_BITS{1'b0}};
                     tile_reg <= 16'd0;
@@ -478,6 +500,7 @@ module accel_top #(
         if (cmd && state_next == S_LOAD) begin  // a tile starts: empty every buffer
             node_w_reg <= {(NODE_BITS+1){1'b0}};
             orow_w_reg <= {(NODE_BITS+1){1'b0}};
+            obeat_reg <= 16'd0;
             rbeat_reg <= {RB_BITS{1'b0}};
             pkg_w_reg <= {PKG_BITS{1'b0}};
             word_w_reg <= {WORD_BITS{1'b0}};
@@ -514,6 +537,7 @@ module accel_top #(
             state_reg <= S_IDLE;
             done <= 1'b0;
             eng_rst_reg <= 1'b0;
+            o_we_reg <= 1'b0;
             rd_left_reg <= 32'd0;
             rd_out_reg <= 8'd0;
             k_reg <= 32'd0;

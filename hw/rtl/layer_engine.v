@@ -57,6 +57,8 @@ module layer_engine #(
     input  wire [LANES*6-1:0]          q_agg_shift,
     input  wire [3:0]                  q_agg_bits,
     input  wire [LANES*32-1:0]         q_bias,
+    input  wire                        bias_per_row, // 1: row r's bias is the one written with o_we; 0: bias_layer
+    input  wire [LANES*32-1:0]         bias_layer,
     input  wire [LANES*31-1:0]         q_out_mult,
     input  wire [LANES*6-1:0]          q_out_shift,
     input  wire [3:0]                  q_out_bits,
@@ -244,7 +246,8 @@ module layer_engine #(
         .clk(clk), .rst(rst), .agg_en(agg_en), .relu_en(relu_en), .out_en(out_en),
         .s_valid(a_valid), .s_ready(a_ready), .s_psum(a_psum),
         .s_agg_mult(eaggm[row_reg]), .s_agg_shift(eaggs[row_reg]), .s_agg_bits(eaggb[row_reg]),
-        .s_bias(ebias[row_reg]), .s_out_mult(eoutm[row_reg]), .s_out_shift(eouts[row_reg]),
+        .s_bias(bias_per_row ? ebias[row_reg] : bias_layer),
+        .s_out_mult(eoutm[row_reg]), .s_out_shift(eouts[row_reg]),
         .s_out_bits(eoutb[row_reg]),
         .m_valid(m_valid), .m_ready(m_ready), .m_out(m_out), .m_psum(m_psum)
     );

@@ -53,6 +53,8 @@ async def load_constants(tb: TB, tile: Tile) -> None:
     dut.bm_we.value = dut.q_we.value = dut.o_we.value = dut.w_we.value = 0
     dut.xw_we.value = 0
     dut.xw_raddr.value = 0
+    dut.bias_per_row.value = 1
+    dut.bias_layer.value = 0
     dut.num_nodes.value = n
     dut.num_rows.value = tile.nz_rows
     dut.agg_en.value, dut.relu_en.value, dut.out_en.value = int(tile.agg_en), int(tile.relu_en), int(tile.out_en)

@@ -8,15 +8,18 @@ destination rows as fit ``max_nodes`` local nodes, ``max_rows`` rows and ``max_e
 fields):
 
 * word 0, layer header: ``combination tiles [15:0] | F_in [31:16] | agg_en [32] | relu_en [33] | out_en [34] |
-  aggregation tiles [63:48]``;
-* the prologue: F_in weight columns (``W[:, k]``, ``W_BITS`` per lane, ``w_beats`` words each), then the first
+  bias_row [35] | aggregation tiles [63:48]``;
+* the prologue: F_in weight columns (``W[:, k]``, ``W_BITS`` per lane, ``w_beats`` words each), the layer's
+  bias (``b_beats`` words; zero when the bias differs between rows and goes into the row records), then the first
   tile's header (2 words: ``nodes | rows << 16 | nz_rows << 32 | packages << 48``, ``words | list << 16 |
   out_addr << 32``; ``list`` = copy-list entries of a combination tile, edge beats of an aggregation tile);
 * per combination tile, its body: one record per row (bitmap row, xw mult / shift / bits: ``c_beats`` words), the
   package boundary records (``first_node | first_value << 16 | num_values << 32``), the package words, the copy
   list (``local row | XW address << 32``: one entry per place the row's XW goes), then the next tile's header;
 * per aggregation tile, its body: the XW block (one row per local node, ``x_beats`` words, zero in the image and
-  written by the combination pass), one output-stage record per row (``o_beats`` words), the edge beats (``coef |
+  written by the combination pass), one output-stage record per row (the constants the layer uses, each
+  beat-aligned: q_aggregate mult / shift / bits if ``agg_en``, the bias if ``bias_row``, the next-layer requant if
+  ``out_en``), the edge beats (``coef |
   src << 32 | last << 48``; a zero-degree row is one beat with coefficient 0), then the next tile's header;
 * the output region: row ``r`` of the layer at ``out_base + r * out_beats`` (32 bits per lane).
 
@@ -47,7 +50,8 @@ SOURCES = [*ENGINE_SOURCES, "accel_top", "mem_model", "accel_sim"]
 TOP = "accel_sim"
 WORD_BITS = 64
 XW_CONST_BITS_PER_LANE = 41    # 31 + 6 + 4 (xw mult / shift / bits), see accel_top.v
-OUT_CONST_BITS_PER_LANE = 106  # 31 + 6 (q_aggregate) + 32 (bias) + 31 + 6 (out), plus 2 x 4 bits per row
+REQUANT_BITS_PER_LANE = 37    # 31 + 6 (mult / shift) of q_aggregate or the next-layer requant, plus 4 bits per row
+BIAS_BITS = 32
 XW_CODE_BITS = 8               # the engine's XW buffer: 8 bits per lane
 MAX_LANES = 64      # accel_top.v: LANES in 1..64
 MAX_FEAT_BITS = 16  # accel_top.v / ap_decoder.v: feature indices and first_value (a 16-bit record field)
@@ -107,9 +111,18 @@ class TopParams:
         return -(-(self.max_features + self.lanes * XW_CONST_BITS_PER_LANE) // WORD_BITS)
 
     @property
-    def o_beats(self) -> int:
-        """Words of an aggregation row's output-stage record."""
-        return -(-(self.lanes * OUT_CONST_BITS_PER_LANE + 8) // WORD_BITS)
+    def a_beats(self) -> int:
+        """Words of one requant's constants (q_aggregate or the next-layer requant) in an output-stage record."""
+        return -(-(self.lanes * REQUANT_BITS_PER_LANE + 4) // WORD_BITS)
+
+    @property
+    def b_beats(self) -> int:
+        """Words of a bias (per row in an output-stage record, or the layer's in the prologue)."""
+        return -(-(self.lanes * BIAS_BITS) // WORD_BITS)
+
+    def o_beats(self, agg: bool, bias_row: bool, out: bool) -> int:
+        """Words of an output-stage record: the constants the layer uses."""
+        return self.a_beats * (int(agg) + int(out)) + self.b_beats * int(bias_row)
 
     @property
     def x_beats(self) -> int:
@@ -219,13 +232,17 @@ def _comb_record(p: TopParams, bitmap_row: int, mult, shift, bits) -> int:
             .put(pack_lanes(shift, 6), p.lanes * 6).put(pack_lanes(bits, 4), p.lanes * 4).value)
 
 
-def _out_record(p: TopParams, tile: Tile, r: int) -> int:
-    """Output-stage constants of row ``r`` of an aggregation tile (accel_top.v's output-stage record)."""
-    lanes = p.lanes
-    return (_Fields().put(pack_lanes(tile.agg_mult[r], 31), lanes * 31).put(pack_lanes(tile.agg_shift[r], 6), lanes * 6)
-            .put(int(tile.agg_bits[r]), 4).put(pack_lanes(tile.bias[r], 32), lanes * 32)
-            .put(pack_lanes(tile.out_mult[r], 31), lanes * 31).put(pack_lanes(tile.out_shift[r], 6), lanes * 6)
-            .put(int(tile.out_bits[r]), 4).value)
+def _requant_record(p: TopParams, mult, shift, bits: int) -> list[int]:
+    return _beats(_Fields().put(pack_lanes(mult, 31), p.lanes * 31).put(pack_lanes(shift, 6), p.lanes * 6)
+                  .put(int(bits), 4).value, p.a_beats)
+
+
+def _out_record(p: TopParams, tile: Tile, r: int, bias_row: bool) -> list[int]:
+    """Output-stage record of row ``r`` of an aggregation tile (accel_top.v): the q_aggregate constants if the
+    layer has them, the row's bias if the bias differs between rows, the next-layer requant if there is one."""
+    words = _requant_record(p, tile.agg_mult[r], tile.agg_shift[r], tile.agg_bits[r]) if tile.agg_en else []
+    words += _beats(pack_lanes(tile.bias[r], BIAS_BITS), p.b_beats) if bias_row else []
+    return words + (_requant_record(p, tile.out_mult[r], tile.out_shift[r], tile.out_bits[r]) if tile.out_en else [])
 
 
 def _check_caps(p: TopParams, kind: str, counts: dict) -> None:
@@ -236,12 +253,12 @@ def _check_caps(p: TopParams, kind: str, counts: dict) -> None:
             raise ValueError(f"build_image: {kind} tile has {got} {name}; the RTL holds {cap}")
 
 
-def _agg_body(p: TopParams, tile: Tile) -> tuple[list[int], list[int]]:
+def _agg_body(p: TopParams, tile: Tile, bias_row: bool) -> tuple[list[int], list[int]]:
     """(body words without the next header, its 2-word header without out_addr) of an aggregation tile."""
     n, rows = tile.x_codes.shape[0], tile.num_rows
     body = [0] * (n * p.x_beats)  # the XW block, written by the combination pass
     for r in range(rows):
-        body += _beats(_out_record(p, tile, r), p.o_beats)
+        body += _out_record(p, tile, r, bias_row)
     edges = []
     for r in range(rows):
         slots = range(int(tile.indptr[r]), int(tile.indptr[r + 1]))
@@ -316,17 +333,20 @@ def build_image(layer, x_codes: np.ndarray, graph: tuple, params: TopParams) -> 
     k = layer_constants(layer, graph)
     trace = gcn_layer_trace(layer, x_codes, graph, constants=k)
     p, ob, xb = params, params.out_beats, params.x_beats
+    bias = per_lane(k.bias_int if k.bias_int is not None else 0, (n, p.lanes))  # (N, L) accumulator units
+    bias_row = bool((bias != bias[:1]).any())  # else the layer's bias goes once into the prologue
     agg = []  # (tile, body, header)
     readers: list[list[tuple[int, int]]] = [[] for _ in range(n)]  # node -> (aggregation tile, local index)
     for rows in plan_rows(graph, p.max_nodes, p.max_rows, p.max_edges):
         tile = cut_tile(layer, x_codes, graph, rows, constants=k, trace=trace)
         for j, g in enumerate(tile.nodes.tolist()):
             readers[g].append((len(agg), j))
-        agg.append((tile, *_agg_body(p, tile)))
+        agg.append((tile, *_agg_body(p, tile, bias_row)))
     copies = np.asarray([len(r) for r in readers])
     comb = _comb_tiles(p, layer, x_codes, k, plan_comb_rows(n, copies, p.max_nodes, p.max_copies))
     w = np.asarray(layer.w_codes, dtype=np.int64)
     prologue = [b for c in range(f_in) for b in _beats(pack_lanes(w[:, c], p.w_bits), p.w_beats)]
+    prologue += _beats(0 if bias_row else pack_lanes(bias[0], BIAS_BITS), p.b_beats)
     # addresses: header, prologue (+ first header), combination bodies (+ next header), aggregation bodies
     comb_sizes = [len(body) + int(copies[rows].sum()) for rows, body, _, _ in comb]
     agg_start, pos = [], 1 + len(prologue) + 2 + sum(s + 2 for s in comb_sizes)
@@ -348,7 +368,7 @@ def build_image(layer, x_codes: np.ndarray, graph: tuple, params: TopParams) -> 
         agg_meta.append((tile.degrees(), tile.num_rows * ob))
     has_agg, has_out = layer.agg_steps is not None, layer.out_steps is not None
     words = [len(comb) | f_in << 16 | int(has_agg) << 32 | int(bool(layer.relu)) << 33 | int(has_out) << 34
-             | len(agg) << 48]
+             | int(bias_row) << 35 | len(agg) << 48]
     words += prologue + headers[0]
     bodies = [c[1] for c in comb] + [a[1] for a in agg]
     sizes = []

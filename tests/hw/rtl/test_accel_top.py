@@ -114,7 +114,7 @@ def test_image_header_copies_and_golden():
     head = img.words[0]
     assert head & 0xFFFF == len(img.comb_tiles) and head >> 48 == len(img.agg_tiles) and (head >> 16) & 0xFFFF == 12
     assert (head >> 33) & 1 == 1 and (head >> 34) & 1 == 1  # relu, next-layer codes
-    assert img.prologue_beats == 12 * p.w_beats + 2
+    assert img.prologue_beats == 12 * p.w_beats + p.b_beats + 2
     assert sum(t[0] for t in img.comb_tiles + img.agg_tiles) + 1 + img.prologue_beats == len(img.words)
     assert img.golden.shape == (40, 5)
     # walk the image as the controller does and collect the copy lists and the XW blocks
@@ -130,7 +130,7 @@ def test_image_header_copies_and_golden():
             pos = start + lst
         else:
             blocks |= {pos + j * p.x_beats for j in range(nodes)}
-            pos += nodes * p.x_beats + rows * p.o_beats + lst
+            pos += nodes * p.x_beats + rows * p.o_beats(*(bool(head >> b & 1) for b in (32, 35, 34))) + lst
         hdr.append(t)
     assert pos == len(img.words)
     addrs = [a for a, _ in targets]
@@ -153,6 +153,7 @@ def test_accel_top_random_layers(sim, sim_exe, rtl_build_root, tmp_path):
     """Every output-stage configuration and an all-zero input (no packages): bit-exact, every phase's cycles equal
     the formula exactly; one build (same widths) for all."""
     cases = [(10 + i, c, False) for i, c in enumerate(CONFIGS)] + [(20, CONFIGS[0], True)]
+    bias_rows = set()
     for seed, config, zero in cases:
         layer, x, graph = _random_layer(seed, config)
         if zero:
@@ -170,6 +171,8 @@ def test_accel_top_random_layers(sim, sim_exe, rtl_build_root, tmp_path):
         assert res["cnt_tiles"] == img.num_tiles
         if zero:
             assert want["combination"] == len(img.comb_tiles)  # one cycle each: nothing to compute
+        bias_rows.add(img.words[0] >> 35 & 1)
+    assert bias_rows == {0, 1}  # a bias per row (q_aggregate) and the layer's bias in the prologue
 
 
 # ------------------------------------------------------------------------------------------------------ the CLI
