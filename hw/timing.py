@@ -219,27 +219,41 @@ def accel_top_read_cycles(beats: int, latency: int) -> int:
 
 def accel_top_layer_cycles(prologue_beats: int, comb_tiles: Sequence[tuple], agg_tiles: Sequence[tuple],
                            latency: int) -> dict[str, int]:
-    """Per-phase and total cycles of one layer on ``hw/rtl/accel_top.v`` (one engine, phases in sequence).
+    """Per-phase and total cycles of one layer on ``hw/rtl/accel_top.v`` (one engine; a tile's writes overlap the
+    next tile's load).
 
-    ``prologue_beats``: weight-column beats + 2 (the first tile's header); ``comb_tiles``: per combination tile
-    ``(body_beats, stream, xw_write_beats)`` with its Adaptive-Package ``stream`` (None without values);
-    ``agg_tiles``: per aggregation tile ``(body_beats, degrees, out_beats)`` with its rows' in-degrees. Load = the
-    1-beat layer header, the prologue and every body (:func:`accel_top_read_cycles`). A combination tile runs
-    until its last XW row is written and one cycle more (``combination_cycles + 2``; 1 without values), then
-    writes one XW word per cycle; an aggregation tile runs ``layer_engine_cycles + 1`` (the first cycle presents
-    the first edge), then writes one output word per cycle. Returns ``{"total", "load", "combination",
-    "xw_writes", "aggregation", "writeback"}``.
+    ``prologue_beats``: weight-column beats + bias beats + 2 (the first tile's header); ``comb_tiles``: per
+    combination tile ``(body_beats, stream, xw_write_beats)`` with its Adaptive-Package ``stream`` (None without
+    values); ``agg_tiles``: per aggregation tile ``(body_beats, degrees, out_beats)`` with its rows' in-degrees.
+    The layer header and the prologue are read first (:func:`accel_top_read_cycles` each). Tile ``k``'s load
+    (``latency + body_beats``) starts the cycle after tile ``k-1``'s run ends (the first aggregation tile's: after
+    the last combination tile's writes, whose XW rows it reads); its run starts once the load is done
+    and the writer has finished tile ``k-1`` (the cycles between are ``wait``) and lasts ``combination_cycles + 2``
+    (1 without values) for a combination tile, ``layer_engine_cycles + 1`` for an aggregation tile; the writer then
+    sends the tile's words, one per cycle. The layer ends with the last write. Returns ``{"total", "load",
+    "combination", "xw_writes", "aggregation", "writeback", "wait"}``: the total and the busy cycles of each phase
+    (writes overlap loads, so the phases add up to more than the total).
     """
-    load = accel_top_read_cycles(1, latency) + accel_top_read_cycles(prologue_beats, latency)
-    comb = xw = agg = wb = 0
-    for body, stream, xw_beats in comb_tiles:
-        load += accel_top_read_cycles(body, latency)
-        has_values = stream is not None and int(np.sum(stream.num_values)) > 0
-        comb += combination_cycles(stream) + 2 if has_values else 1
-        xw += int(xw_beats)
-    for body, degrees, out_beats in agg_tiles:
-        load += accel_top_read_cycles(body, latency)
-        agg += layer_engine_cycles(None, degrees) + 1
-        wb += int(out_beats)
-    return {"total": load + comb + xw + agg + wb, "load": load, "combination": comb, "xw_writes": xw,
-            "aggregation": agg, "writeback": wb}
+    head = accel_top_read_cycles(1, latency) + accel_top_read_cycles(prologue_beats, latency)
+    busy = dict.fromkeys(("load", "combination", "xw_writes", "aggregation", "writeback", "wait"), 0)
+    busy["load"] = head
+    start, writer_end = head, head - 1  # first cycle of the next load; last cycle of the writer so far
+    tiles = [("combination", "xw_writes", body, stream, None, w) for body, stream, w in comb_tiles]
+    tiles += [("aggregation", "writeback", body, None, degrees, w) for body, degrees, w in agg_tiles]
+    for k, (run_phase, write_phase, body, stream, degrees, write) in enumerate(tiles):
+        if k == len(comb_tiles) and k > 0:
+            start = writer_end + 1
+        load = accel_top_read_cycles(body, latency)
+        if degrees is None:
+            has_values = stream is not None and int(np.sum(stream.num_values)) > 0
+            run = combination_cycles(stream) + 2 if has_values else 1
+        else:
+            run = layer_engine_cycles(None, degrees) + 1
+        run_start = max(start + load, writer_end + 1)
+        busy["wait"] += run_start - (start + load)
+        start = run_start + run
+        writer_end = start + int(write) - 1
+        busy["load"] += load
+        busy[run_phase] += run
+        busy[write_phase] += int(write)
+    return {"total": writer_end + 1, **busy}

@@ -45,6 +45,7 @@ module accel_sim #(
     output wire [31:0]          cnt_agg /*verilator public_flat_rw*/,
     output wire [31:0]          cnt_xw /*verilator public_flat_rw*/,
     output wire [31:0]          cnt_wb /*verilator public_flat_rw*/,
+    output wire [31:0]          cnt_wait /*verilator public_flat_rw*/,
     output wire [31:0]          cnt_tiles /*verilator public_flat_rw*/
 );
 
@@ -70,7 +71,8 @@ module accel_sim #(
         .m_ar_valid(ar_valid), .m_ar_ready(ar_ready), .m_ar_addr(ar_addr), .m_ar_len(ar_len),
         .m_r_valid(r_valid), .m_r_ready(r_ready), .m_r_data(r_data), .m_r_last(r_last),
         .m_w_valid(w_valid), .m_w_ready(w_ready), .m_w_addr(w_addr), .m_w_data(w_data),
-        .cnt_total(cnt_total), .cnt_load(cnt_load), .cnt_comb(cnt_comb), .cnt_agg(cnt_agg), .cnt_xw(cnt_xw), .cnt_wb(cnt_wb),
+        .cnt_total(cnt_total), .cnt_load(cnt_load), .cnt_comb(cnt_comb), .cnt_agg(cnt_agg), .cnt_xw(cnt_xw),
+        .cnt_wb(cnt_wb), .cnt_wait(cnt_wait),
         .cnt_tiles(cnt_tiles)
     );
 

@@ -3,8 +3,11 @@
 // image; README.md ("The accelerator top") gives its layout. Word addresses throughout.
 //
 // Per layer (on `start`, image at `layer_addr`): read the 1-beat layer header; read the prologue (weight columns,
-// written to the engine once per layer, the layer's bias, then the first tile's 2-beat header). Then two passes over tiles, each
-// tile strictly in sequence:
+// written to the engine once per layer, the layer's bias, then the first tile's 2-beat header). Then two passes
+// over tiles; each tile is LOAD -> RUN -> write (XW or WB), and a tile's write phase overlaps the next tile's LOAD
+// (the writer has its own copy of the tile's header, a second copy-list bank and the XW rows captured as the
+// engine wrote them; the next RUN waits for the writer), except that the first aggregation tile's LOAD waits for
+// the last combination tile's XW writes (it reads what they write):
 //   combination tiles (consecutive rows, each node once):
 //     LOAD  read the body in bursts of BURST_BEATS (up to MAX_OUTSTANDING in flight): per row a record (bitmap row +
 //           XW requant constants, written to the engine as its last beat arrives), the package boundary records,
@@ -21,7 +24,8 @@
 // The engine is reset for one cycle when a tile's body read is issued (XW buffer, counters; weights and constants
 // are memories and stay). An engine error stops the layer: `done` rises with `err`.
 // Cycle counters (valid after `done`): total, load (header + prologue + bodies, memory latency included),
-// combination (RUN of combination tiles), aggregation (RUN of aggregation tiles), XW writes, writeback; tiles.
+// combination (RUN of combination tiles), aggregation (RUN of aggregation tiles), XW writes, writeback (busy
+// cycles of the writer; they overlap loads), wait (a loaded tile waiting for the writer); tiles.
 // Cycle count: hw.timing.accel_top_layer_cycles.
 `resetall
 `timescale 1ns / 1ps
@@ -94,6 +98,7 @@ module accel_top #(
     output reg  [31:0]          cnt_agg,
     output reg  [31:0]          cnt_xw,
     output reg  [31:0]          cnt_wb,
+    output reg  [31:0]          cnt_wait,
     output reg  [31:0]          cnt_tiles
 );
 
@@ -120,8 +125,6 @@ module accel_top #(
     localparam EDGE_BITS = $clog2(MAX_EDGES + 1);
     localparam CP_BITS   = $clog2(MAX_COPIES + 1);
     localparam ROW_BITS  = $clog2(MAX_ROWS + 1);
-    localparam OB_BITS   = $clog2(OUT_BEATS + 1);
-    localparam XB_BITS   = $clog2(X_BEATS + 1);
     localparam RB_BITS   = $clog2(REC_BEATS + 1);
     localparam PKG_IDX   = $clog2(MAX_PKGS);              // buffer addresses
     localparam WORD_IDX  = $clog2(MAX_WORDS);
@@ -138,8 +141,8 @@ module accel_top #(
         end
     end
 
-    localparam [2:0] S_IDLE = 3'd0, S_HDR = 3'd1, S_PRO = 3'd2, S_LOAD = 3'd3, S_RUN = 3'd4, S_WB = 3'd5,
-                     S_XW = 3'd6;
+    localparam [2:0] S_IDLE = 3'd0, S_HDR = 3'd1, S_PRO = 3'd2, S_LOAD = 3'd3, S_RUN = 3'd4, S_WAIT = 3'd5,
+                     S_DRAIN = 3'd6, S_FLUSH = 3'd7;
 
     reg [2:0]            state_reg, state_next;
     reg                  done_next;
@@ -219,16 +222,16 @@ module accel_top #(
     reg [PKG_BITS-1:0]   pkg_w_reg, pkg_ptr_reg;
     reg [WORD_BITS-1:0]  word_w_reg, word_ptr_reg;
     reg [EDGE_BITS-1:0]  edge_w_reg, edge_ptr_reg;
-    reg [CP_BITS-1:0]    cp_w_reg, cp_ptr_reg;
-    reg [XB_BITS-1:0]    xb_beat_reg;            // beat of the XW row being written
+    reg [CP_BITS-1:0]    cp_w_reg;
+    reg                  cp_bank_reg;            // copy-list bank the loading combination tile fills
     reg [ROW_BITS-1:0]   row_reg;                // output rows received
-    reg [ROW_BITS-1:0]   wb_row_reg;
-    reg [OB_BITS-1:0]    wb_beat_reg;
 
     reg [39:0]           pkg_mem  [0:MAX_PKGS-1];
     reg [63:0]           word_mem [0:MAX_WORDS-1];
     reg [48:0]           edge_mem [0:MAX_EDGES-1];
-    reg [ADDR_BITS+NODE_BITS-1:0] cp_mem [0:MAX_COPIES-1];  // {XW row address, local row}
+    reg [ADDR_BITS+NODE_BITS-1:0] cp_mem [0:(2 << CP_IDX)-1];  // {XW row address, local row}, two banks
+    reg [LANES*8-1:0]    xwo_mem [0:MAX_NODES-1];  // XW rows of the last combination tile, as the engine wrote them
+    reg [MAX_NODES-1:0]  xwo_valid_reg;             // rows written (the others are XW = 0)
     reg [OUT_BEATS*64-1:0] out_mem [0:MAX_ROWS-1];
 
     wire in_pro_w  = (state_reg == S_PRO) && (k_reg < pro_w);
@@ -248,7 +251,9 @@ module accel_top #(
     wire                 e_pkg_ready, e_word_ready, e_edge_ready, e_m_valid;
     wire [NODE_BITS:0]   e_xw_rows;
     wire [LANES*32-1:0]  e_out;
-    wire [LANES*8-1:0]   e_xw_rdata;
+    wire                 e_xw_w_valid;
+    wire [NODE_BITS-1:0] e_xw_w_node;
+    wire [LANES*8-1:0]   e_xw_w_data;
     /* verilator lint_off UNUSEDSIGNAL */
     wire [LANES*PSUM_BITS-1:0] e_psum;
     /* verilator lint_on UNUSEDSIGNAL */
@@ -260,7 +265,6 @@ module accel_top #(
     wire [39:0]          pkg_cur  = pkg_mem[pkg_ptr_reg[PKG_IDX-1:0]];    // unused bits: spare field bits
     wire [48:0]          edge_cur = edge_mem[edge_ptr_reg[EDGE_IDX-1:0]];
     /* verilator lint_on UNUSEDSIGNAL */
-    wire [ADDR_BITS+NODE_BITS-1:0] cp_cur = cp_mem[cp_ptr_reg[CP_IDX-1:0]];
 
     layer_engine #(.LANES(LANES), .MAX_NODES(MAX_NODES), .NODE_BITS(NODE_BITS), .MAX_FEATURES(MAX_FEATURES),
                    .FEAT_BITS(FEAT_BITS), .W_BITS(W_BITS), .PSUM_BITS(PSUM_BITS), .COEF_BITS(COEF_BITS),
@@ -284,7 +288,7 @@ module accel_top #(
         .s_word_valid(e_word_valid), .s_word_ready(e_word_ready), .s_word(word_mem[word_ptr_reg[WORD_IDX-1:0]]),
         .xw_rows(e_xw_rows),
         .xw_we(rec1_end && !is_c), .xw_waddr(node_w_reg[NODE_BITS-1:0]), .xw_wdata(rec_full[X_OFF +: LANES*8]),
-        .xw_raddr(cp_cur[NODE_BITS-1:0]), .xw_rdata(e_xw_rdata),
+        .xw_w_valid(e_xw_w_valid), .xw_w_node(e_xw_w_node), .xw_w_data(e_xw_w_data),
         .s_edge_valid(e_edge_valid), .s_edge_ready(e_edge_ready), .s_edge_coef(edge_cur[COEF_BITS-1:0]),
         .s_edge_src(edge_cur[32 +: NODE_BITS]), .s_edge_last(edge_cur[48]),
         .m_valid(e_m_valid), .m_ready(running), .m_out(e_out), .m_psum(e_psum),
@@ -294,20 +298,30 @@ module accel_top #(
     wire row_fire  = running && e_m_valid;
     wire last_row  = row_fire && ({{(16-ROW_BITS){1'b0}}, row_reg} == t_rows - 16'd1);
     wire xw_done   = (e_xw_rows == t_nz[NODE_BITS:0]);
-    // writes: output rows (WB) or XW rows to the places the copy list names (XW)
-    assign m_w_valid = (state_reg == S_WB) || (state_reg == S_XW);
-    reg [ADDR_BITS-1:0]  wb_addr_reg;
-    wire [OUT_BEATS*64-1:0] wb_row = out_mem[wb_row_reg[ROW_IDX-1:0]];
-    wire [X_BEATS*64-1:0]   xw_row = {{(X_BEATS*64-LANES*8){1'b0}}, e_xw_rdata};
-    assign m_w_addr  = (state_reg == S_XW) ? cp_cur[NODE_BITS +: ADDR_BITS] + {{(ADDR_BITS-XB_BITS){1'b0}}, xb_beat_reg}
-                                           : wb_addr_reg;
-    assign m_w_data  = (state_reg == S_XW) ? xw_row[xb_beat_reg * 64 +: 64] : wb_row[wb_beat_reg * 64 +: 64];
-    wire w_fire    = m_w_valid && m_w_ready;
-    wire wb_last   = w_fire && (state_reg == S_WB) && (wb_beat_reg == OUT_BEATS[OB_BITS-1:0] - 1'b1) &&
-                     ({{(16-ROW_BITS){1'b0}}, wb_row_reg} == t_rows - 16'd1);
-    wire xw_last   = w_fire && (state_reg == S_XW) && (xb_beat_reg == X_BEATS[XB_BITS-1:0] - 1'b1) &&
-                     ({{(16-CP_BITS){1'b0}}, cp_ptr_reg} == t_list - 16'd1);
-    wire tile_end  = wb_last || xw_last;
+    wire run_end   = running && !err && (is_c ? xw_done : last_row);   // the engine is done with the tile
+
+    // ---- the writer: a finished tile's XW rows (to the places its copy list names) or output rows (WB) --------
+    reg                  wr_busy_reg, wr_xw_reg, wr_bank_reg;
+    reg [15:0]           wr_n_reg;               // copy-list entries or rows to write
+    reg [15:0]           wr_i_reg;               // entry / row being written
+    reg [7:0]            wr_beat_reg;            // its word
+    reg [ADDR_BITS-1:0]  wr_addr_reg;            // next output word (WB)
+    /* verilator lint_off UNUSEDSIGNAL */
+    wire [ADDR_BITS+NODE_BITS-1:0] cp_cur = cp_mem[{wr_bank_reg, wr_i_reg[CP_IDX-1:0]}];
+    /* verilator lint_on UNUSEDSIGNAL */
+    wire [NODE_BITS-1:0]    xw_node = cp_cur[NODE_BITS-1:0];
+    wire [X_BEATS*64-1:0]   xw_row  = {{(X_BEATS*64-LANES*8){1'b0}},
+                                       xwo_valid_reg[xw_node] ? xwo_mem[xw_node] : {(LANES*8){1'b0}}};
+    wire [OUT_BEATS*64-1:0] wb_row  = out_mem[wr_i_reg[ROW_IDX-1:0]];
+    wire [7:0]           wr_beats = wr_xw_reg ? X_BEATS[7:0] : OUT_BEATS[7:0];
+    assign m_w_valid = wr_busy_reg;
+    assign m_w_addr  = wr_xw_reg ? cp_cur[NODE_BITS +: ADDR_BITS] + {{(ADDR_BITS-8){1'b0}}, wr_beat_reg}
+                                 : wr_addr_reg;
+    assign m_w_data  = wr_xw_reg ? xw_row[wr_beat_reg * 64 +: 64] : wb_row[wr_beat_reg * 64 +: 64];
+    wire w_fire   = m_w_valid && m_w_ready;
+    wire wr_last  = w_fire && (wr_beat_reg == wr_beats - 8'd1) && (wr_i_reg == wr_n_reg - 16'd1);
+    wire wr_free  = !wr_busy_reg || wr_last;     // the writer is idle from the next cycle on
+    wire load_end = (state_reg == S_LOAD) && r_fire && (k_reg + 32'd1 == b_list + (more ? 32'd2 : 32'd0));
     assign busy = (state_reg != S_IDLE);
 
     // ---- controller -------------------------------------------------------------------------------------------
@@ -343,7 +357,12 @@ module accel_top #(
                 end
             end
             S_LOAD: begin
-                if (r_fire && k_reg + 32'd1 == b_list + (more ? 32'd2 : 32'd0)) begin
+                if (load_end) begin
+                    state_next = wr_free ? S_RUN : S_WAIT;
+                end
+            end
+            S_WAIT: begin
+                if (wr_free) begin
                     state_next = S_RUN;
                 end
             end
@@ -351,22 +370,27 @@ module accel_top #(
                 if (err) begin
                     done_next = 1'b1;
                     state_next = S_IDLE;
-                end else if (is_c && xw_done) begin
-                    state_next = S_XW;
-                end else if (last_row) begin
-                    state_next = S_WB;
-                end
-            end
-            S_WB, S_XW: begin
-                if (tile_end) begin
-                    if (more) begin
+                end else if (run_end) begin
+                    if (more && (next_c || !is_c)) begin
                         cmd = 1'b1;
                         cmd_beats = body_beats(n0_reg, n1_reg, next_c, more2, o_beats);
                         state_next = S_LOAD;
                     end else begin
-                        done_next = 1'b1;
-                        state_next = S_IDLE;
+                        state_next = more ? S_FLUSH : S_DRAIN;
                     end
+                end
+            end
+            S_FLUSH: begin  // the first aggregation tile reads XW rows the last combination tile is writing
+                if (wr_last) begin
+                    cmd = 1'b1;
+                    cmd_beats = body_beats(h0_reg, h1_reg, 1'b0, more, o_beats);
+                    state_next = S_LOAD;
+                end
+            end
+            S_DRAIN: begin
+                if (wr_last) begin
+                    done_next = 1'b1;
+                    state_next = S_IDLE;
                 end
             end
             default: begin
@@ -432,6 +456,7 @@ module accel_top #(
                     wcol_reg <= {(FEAT_BITS+1){1'b0}};
                     rbeat_reg <= {RB_BITS{1'b0}};
                     tile_reg <= 16'd0;
+                    cp_bank_reg <= 1'b0;
                 end
             end
             S_PRO: begin
@@ -447,7 +472,8 @@ module accel_top #(
                         word_mem[word_w_reg[WORD_IDX-1:0]] <= m_r_data;
                         word_w_reg <= word_w_reg + 1'b1;
                     end else if (k_reg < b_list && is_c) begin
-                        cp_mem[cp_w_reg[CP_IDX-1:0]] <= {m_r_data[32 +: ADDR_BITS], m_r_data[NODE_BITS-1:0]};
+                        cp_mem[{cp_bank_reg, cp_w_reg[CP_IDX-1:0]}] <= {m_r_data[32 +: ADDR_BITS],
+                                                                       m_r_data[NODE_BITS-1:0]};
                         cp_w_reg <= cp_w_reg + 1'b1;
                     end else if (k_reg < b_list) begin
                         edge_mem[edge_w_reg[EDGE_IDX-1:0]] <= m_r_data[48:0];
@@ -463,39 +489,47 @@ module accel_top #(
                 if (e_pkg_valid && e_pkg_ready) pkg_ptr_reg <= pkg_ptr_reg + 1'b1;
                 if (e_word_valid && e_word_ready) word_ptr_reg <= word_ptr_reg + 1'b1;
                 if (e_edge_valid && e_edge_ready) edge_ptr_reg <= edge_ptr_reg + 1'b1;
-                wb_addr_reg <= t_out[ADDR_BITS-1:0];
                 if (row_fire) begin
                     out_mem[row_reg[ROW_IDX-1:0]] <= {{(OUT_BEATS*64-LANES*32){1'b0}}, e_out};
                     row_reg <= row_reg + 1'b1;
                 end
-            end
-            S_WB: begin
-                if (w_fire) begin
-                    wb_addr_reg <= wb_addr_reg + 1'b1;
-                    if (wb_beat_reg == OUT_BEATS[OB_BITS-1:0] - 1'b1) begin
-                        wb_beat_reg <= {OB_BITS{1'b0}};
-                        wb_row_reg <= wb_row_reg + 1'b1;
-                    end else begin
-                        wb_beat_reg <= wb_beat_reg + 1'b1;
-                    end
-                end
-            end
-            S_XW: begin
-                if (w_fire) begin
-                    if (xb_beat_reg == X_BEATS[XB_BITS-1:0] - 1'b1) begin
-                        xb_beat_reg <= {XB_BITS{1'b0}};
-                        cp_ptr_reg <= cp_ptr_reg + 1'b1;
-                    end else begin
-                        xb_beat_reg <= xb_beat_reg + 1'b1;
-                    end
+                if (is_c && e_xw_w_valid) begin
+                    xwo_mem[e_xw_w_node] <= e_xw_w_data;
+                    xwo_valid_reg[e_xw_w_node] <= 1'b1;
                 end
             end
             default: begin end
         endcase
-        if (tile_end && more) begin
+        if (state_reg != S_RUN && state_next == S_RUN) begin
+            xwo_valid_reg <= {MAX_NODES{1'b0}};  // the writer has finished with the previous tile's rows
+        end
+        // the writer
+        if (w_fire) begin
+            wr_addr_reg <= wr_addr_reg + 1'b1;
+            if (wr_beat_reg == wr_beats - 8'd1) begin
+                wr_beat_reg <= 8'd0;
+                wr_i_reg <= wr_i_reg + 16'd1;
+            end else begin
+                wr_beat_reg <= wr_beat_reg + 8'd1;
+            end
+        end
+        if (wr_last) begin
+            wr_busy_reg <= 1'b0;
+        end
+        if (run_end) begin  // hand the tile to the writer (idle: the run waited for it)
+            wr_busy_reg <= 1'b1;
+            wr_xw_reg <= is_c;
+            wr_bank_reg <= cp_bank_reg;
+            wr_n_reg <= is_c ? t_list : t_rows;
+            wr_i_reg <= 16'd0;
+            wr_beat_reg <= 8'd0;
+            wr_addr_reg <= t_out[ADDR_BITS-1:0];
+        end
+        if (run_end && more) begin
             h0_reg <= n0_reg;
             h1_reg <= n1_reg;
             tile_reg <= tile_reg + 16'd1;
+            if (is_c) cp_bank_reg <= ~cp_bank_reg;
         end
         if (cmd && state_next == S_LOAD) begin  // a tile starts: empty every buffer
             node_w_reg <= {(NODE_BITS+1){1'b0}};
@@ -509,11 +543,7 @@ module accel_top #(
             pkg_ptr_reg <= {PKG_BITS{1'b0}};
             word_ptr_reg <= {WORD_BITS{1'b0}};
             edge_ptr_reg <= {EDGE_BITS{1'b0}};
-            cp_ptr_reg <= {CP_BITS{1'b0}};
-            xb_beat_reg <= {XB_BITS{1'b0}};
             row_reg <= {ROW_BITS{1'b0}};
-            wb_row_reg <= {ROW_BITS{1'b0}};
-            wb_beat_reg <= {OB_BITS{1'b0}};
         end
         // cycle counters
         if (state_reg == S_IDLE && start) begin
@@ -523,21 +553,24 @@ module accel_top #(
             cnt_agg <= 32'd0;
             cnt_xw <= 32'd0;
             cnt_wb <= 32'd0;
+            cnt_wait <= 32'd0;
             cnt_tiles <= 32'd0;
         end else if (state_reg != S_IDLE) begin
             cnt_total <= cnt_total + 32'd1;
             if (state_reg == S_HDR || state_reg == S_PRO || state_reg == S_LOAD) cnt_load <= cnt_load + 32'd1;
             if (running && is_c) cnt_comb <= cnt_comb + 32'd1;
             if (running && !is_c) cnt_agg <= cnt_agg + 32'd1;
-            if (state_reg == S_XW) cnt_xw <= cnt_xw + 32'd1;
-            if (state_reg == S_WB) cnt_wb <= cnt_wb + 32'd1;
-            if (tile_end) cnt_tiles <= cnt_tiles + 32'd1;
+            if (wr_busy_reg && wr_xw_reg) cnt_xw <= cnt_xw + 32'd1;
+            if (wr_busy_reg && !wr_xw_reg) cnt_wb <= cnt_wb + 32'd1;
+            if (state_reg == S_WAIT) cnt_wait <= cnt_wait + 32'd1;
+            if (wr_last) cnt_tiles <= cnt_tiles + 32'd1;
         end
         if (rst) begin
             state_reg <= S_IDLE;
             done <= 1'b0;
             eng_rst_reg <= 1'b0;
             o_we_reg <= 1'b0;
+            wr_busy_reg <= 1'b0;
             rd_left_reg <= 32'd0;
             rd_out_reg <= 8'd0;
             k_reg <= 32'd0;
@@ -547,6 +580,7 @@ module accel_top #(
             cnt_agg <= 32'd0;
             cnt_xw <= 32'd0;
             cnt_wb <= 32'd0;
+            cnt_wait <= 32'd0;
             cnt_tiles <= 32'd0;
             for (i = 0; i < MAX_ROWS; i = i + 1) begin
                 out_mem[i] <= {(OUT_BEATS*64){1'b0}};

@@ -17,7 +17,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, RisingEdge, Timer, with_timeout
 
 PERIOD_NS = 10
-COUNTERS = ("cnt_total", "cnt_load", "cnt_comb", "cnt_agg", "cnt_xw", "cnt_wb", "cnt_tiles")
+COUNTERS = ("cnt_total", "cnt_load", "cnt_comb", "cnt_agg", "cnt_xw", "cnt_wb", "cnt_wait", "cnt_tiles")
 
 
 @cocotb.test()

@@ -10,8 +10,8 @@
 // Cycle count: hw/timing.py layer_engine_cycles (first package word to last output row, no stalls).
 // Constants are written through the *_we ports before the tile starts: q_we the bitmap-independent XW constants of
 // node q_addr, o_we the output-stage constants of row q_addr. The XW buffer also has a write port (xw_we: a row
-// computed elsewhere, for a tile without a combination phase, num_rows = 0) and a read port (xw_raddr: to write
-// the rows back to memory after a combination-only tile).
+// computed elsewhere, for a tile without a combination phase, num_rows = 0), and each row the requant units write
+// is also presented on xw_w_* (so a combination-only tile's rows can be kept outside the engine).
 `resetall
 `timescale 1ns / 1ps
 `default_nettype none
@@ -78,12 +78,13 @@ module layer_engine #(
     input  wire [63:0]                 s_word,
     output reg  [NODE_BITS:0]          xw_rows,     // XW rows written so far by the requant units
 
-    /* XW buffer ports: rows computed by an earlier combination pass in, rows of this tile out */
+    /* XW buffer ports: rows computed by an earlier combination pass in, rows written by the requant units out */
     input  wire                        xw_we,
     input  wire [NODE_BITS-1:0]        xw_waddr,
     input  wire [LANES*8-1:0]          xw_wdata,    // lane o = XW code, 8-bit signed
-    input  wire [NODE_BITS-1:0]        xw_raddr,
-    output wire [LANES*8-1:0]          xw_rdata,
+    output wire                        xw_w_valid,  // the requant units write row xw_w_node this cycle
+    output wire [NODE_BITS-1:0]        xw_w_node,
+    output wire [LANES*8-1:0]          xw_w_data,
 
     /* aggregation phase input: destination-major CSR edge stream */
     input  wire                        s_edge_valid,
@@ -227,7 +228,9 @@ module layer_engine #(
         end
     end
 
-    assign xw_rdata = xw[xw_raddr];
+    assign xw_w_valid = pop;
+    assign xw_w_node  = tag0_reg;
+    assign xw_w_data  = r_code;
 
     // aggregation phase: the edge stream waits until every XW row of the tile is written
     wire xw_done = (xw_rows == num_rows);

@@ -52,7 +52,6 @@ async def load_constants(tb: TB, tile: Tile) -> None:
         await tb.cycles(1)
     dut.bm_we.value = dut.q_we.value = dut.o_we.value = dut.w_we.value = 0
     dut.xw_we.value = 0
-    dut.xw_raddr.value = 0
     dut.bias_per_row.value = 1
     dut.bias_layer.value = 0
     dut.num_nodes.value = n

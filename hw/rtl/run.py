@@ -164,7 +164,8 @@ def run_layers(args) -> list[dict]:
             sched = scheduler_layer(wl, li, cfg)
             matched = scheduler_layer(wl, li, rtl_matched_config(cfg, img.lanes, args.max_rows, layer.psum_bits))
         rtl = {"total": res["cnt_total"], "load": res["cnt_load"], "combination": res["cnt_comb"],
-               "xw_writes": res["cnt_xw"], "aggregation": res["cnt_agg"], "writeback": res["cnt_wb"]}
+               "xw_writes": res["cnt_xw"], "aggregation": res["cnt_agg"], "writeback": res["cnt_wb"],
+               "wait": res["cnt_wait"]}
         mismatch = None
         if res["err"]:
             mismatch = f"layer {li}: the engine stopped with decoder error code {res['err']}"

@@ -197,6 +197,8 @@ class LayerImage:
     prologue_beats: int
     comb_tiles: list[tuple] = field(default_factory=list)  # per combination tile (body_beats, stream, xw_beats)
     agg_tiles: list[tuple] = field(default_factory=list)   # per aggregation tile (body_beats, degrees, out_beats)
+    comb_rows: list[np.ndarray] = field(default_factory=list)  # rows of each combination tile
+    agg_nodes: list[np.ndarray] = field(default_factory=list)  # local nodes (rows, then halo) of each aggregation tile
     golden: np.ndarray | None = None                        # (N, L) gcn_layer_trace "out"
     local_nodes: int = 0              # XW rows the aggregation tiles read (rows + halo, summed over the tiles)
 
@@ -385,6 +387,7 @@ def build_image(layer, x_codes: np.ndarray, graph: tuple, params: TopParams) -> 
                       prologue_beats=len(prologue) + 2,
                       comb_tiles=[(sizes[i], *comb_meta[i]) for i in range(nc)],
                       agg_tiles=[(sizes[nc + d], *agg_meta[d]) for d in range(len(agg))],
+                      comb_rows=[c[0] for c in comb], agg_nodes=[a[0].nodes for a in agg],
                       golden=np.asarray(trace["out"], np.int64), local_nodes=int(copies.sum()))
 
 

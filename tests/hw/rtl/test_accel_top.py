@@ -33,7 +33,8 @@ from hw.rtl.top import (
 from hw.timing import accel_top_layer_cycles, layer_engine_cycles
 
 QUANT_TESTS = Path(__file__).resolve().parents[2] / "quant"
-ICARUS_FAST = ("test_accel_top_random_layers", "test_run_cli_tiny_export", "test_run_cli_names_a_mismatch")
+ICARUS_FAST = ("test_accel_top_random_layers", "test_accel_top_runs_wait_for_the_writer", "test_run_cli_tiny_export",
+               "test_run_cli_names_a_mismatch")
 CONFIGS = [  # xw_scheme, q_aggregate, bias, relu, last layer (as test_layer_engine)
     ("node", False, True, True, False),
     ("channel", True, True, False, True),
@@ -95,14 +96,19 @@ def test_params_refuse_what_the_rtl_asserts_naming_the_limit():
 
 
 def test_top_cycle_formula_pieces():
-    """Reads cost latency + beats; a combination tile without values runs 1 cycle and writes its XW words; an
-    aggregation tile costs the engine's aggregation tail + 1 and its output words."""
+    """Reads cost latency + beats; a tile's writes overlap the next tile's load, and a run waits for the writer:
+    a combination tile without values runs 1 cycle, an aggregation tile the engine's aggregation tail + 1."""
     deg = [1, 3]
-    got = accel_top_layer_cycles(10, [(30, None, 6)], [(50, deg, 4)], latency=7)
     run = layer_engine_cycles(None, deg) + 1
-    assert got == {"total": (7 + 1) + (7 + 10) + (7 + 30) + 1 + 6 + (7 + 50) + run + 4,
-                   "load": 7 + 1 + 7 + 10 + 7 + 30 + 7 + 50, "combination": 1, "xw_writes": 6,
-                   "aggregation": run, "writeback": 4}
+    head = (7 + 1) + (7 + 10)
+    # short writes: hidden behind the next load
+    got = accel_top_layer_cycles(10, [(30, None, 6), (20, None, 5)], [(50, deg, 4), (40, deg, 3)], latency=7)
+    assert got == {"total": head + (7 + 30) + 1 + (7 + 20) + 1 + 5 + (7 + 50) + run + (7 + 40) + run + 3,
+                   "load": head + 7 + 30 + 7 + 20 + 7 + 50 + 7 + 40, "combination": 2, "xw_writes": 11,
+                   "aggregation": 2 * run, "writeback": 7, "wait": 0}
+    # long writes: the next run waits for them; the first aggregation tile's load waits for the last XW write
+    got = accel_top_layer_cycles(10, [(30, None, 100), (20, None, 5)], [(50, deg, 4)], latency=7)
+    assert got["wait"] == 100 - (7 + 20) and got["total"] == head + (7 + 30) + 1 + 100 + 1 + 5 + (7 + 50) + run + 4
 
 
 def test_image_header_copies_and_golden():
@@ -166,13 +172,34 @@ def test_accel_top_random_layers(sim, sim_exe, rtl_build_root, tmp_path):
         check_layer(res["out"], img.golden, 0)
         want = model_cycles(img)
         got = {"total": res["cnt_total"], "load": res["cnt_load"], "combination": res["cnt_comb"],
-               "xw_writes": res["cnt_xw"], "aggregation": res["cnt_agg"], "writeback": res["cnt_wb"]}
+               "xw_writes": res["cnt_xw"], "aggregation": res["cnt_agg"], "writeback": res["cnt_wb"],
+               "wait": res["cnt_wait"]}
         assert got == want, (seed, config, zero)
         assert res["cnt_tiles"] == img.num_tiles
         if zero:
             assert want["combination"] == len(img.comb_tiles)  # one cycle each: nothing to compute
         bias_rows.add(img.words[0] >> 35 & 1)
     assert bias_rows == {0, 1}  # a bias per row (q_aggregate) and the layer's bias in the prologue
+
+
+def test_accel_top_runs_wait_for_the_writer(sim, sim_exe, rtl_build_root, tmp_path):
+    """16 lanes (8 output words a row), a 1-cycle memory: writing a tile's rows outlasts loading the next tile, so
+    runs wait; still bit-exact and cycle-exact, waits included."""
+    layer, x, graph = random_gcn_layer(30, 40, 12, 16, 60, psum_bits=32, frac_bits=14, xw_scheme="channel",
+                                       agg=False, bias=True, relu=False, last=True)
+    img = build_image(layer, x, graph, params_for(layer, x.shape[1], **{**SMALL, "latency": 1}))
+    want = model_cycles(img)
+    assert want["wait"] > 0
+    # the first aggregation tile reads a row of the last combination tile: its load must wait for those writes
+    assert set(img.agg_nodes[0].tolist()) & set(img.comb_rows[-1].tolist())
+    res = simulate_layer(img, sim=sim, build_root=rtl_build_root, work_dir=tmp_path / "w",
+                         module_dirs=(Path(__file__).parent,))
+    assert res["err"] == 0
+    check_layer(res["out"], img.golden, 0)
+    got = {"total": res["cnt_total"], "load": res["cnt_load"], "combination": res["cnt_comb"],
+           "xw_writes": res["cnt_xw"], "aggregation": res["cnt_agg"], "writeback": res["cnt_wb"],
+           "wait": res["cnt_wait"]}
+    assert got == want
 
 
 # ------------------------------------------------------------------------------------------------------ the CLI
