@@ -8,7 +8,8 @@ from benchmarks import rtl_layer
 def _rec(export, layer, cycles):
     return {"export": export, "layer": layer, "simulator": "verilator", "bit_exact": True, "rtl_cycles": cycles,
             "model_cycles": cycles, "scheduler_cycles": 10.0, "scheduler_rtl_matched": {"cycles": cycles / 2},
-            "rtl_phases": {"aggregation": 5}, "sim_cycles_per_s": 1e5, "build_s": 2.0}
+            "rtl_phases": {"load": 1, "combination": 2, "aggregation": 5, "writeback": 3}, "sim_cycles_per_s": 1e5,
+            "build_s": 2.0}
 
 
 def test_merge_keeps_other_exports_and_names_each_command(tmp_path):
