@@ -154,6 +154,23 @@ def render(res: dict) -> list[str]:
                    f"{p.get('wait', '-')} | {r['scheduler_cycles']:.0f} | {r['scheduler_rtl_matched']['cycles']:.0f} | "
                    f"{r['rtl_cycles'] / r['scheduler_rtl_matched']['cycles']:.2f}x | "
                    f"{r['sim_cycles_per_s']:.0f} | {_build_seconds(r.get('build_s'))} |")
+    verilator = [r for r in res["records"] if r["simulator"] == "verilator" and r["scheduler_rtl_matched"].get(
+        "busy_cycles") and "xw_writes" in r["rtl_phases"]]
+    if verilator:
+        out += ["", "Busy cycles per phase, the top (RTL) against `hw.scheduler` with the top's engine counts "
+                "(`mega_rtl_top`; its stages overlap across tiles, its total is the last stage's end):", ""]
+        out += table_head("export", "layer", "RTL load", "model load_x + load_a + reread", "RTL combination",
+                          "model combination / decoder", "RTL XW writes", "model writeback_c",
+                          "RTL aggregation", "model aggregation", "RTL writeback", "model writeback_a",
+                          "RTL total", "model total")
+        for r in verilator:
+            p, b = r["rtl_phases"], r["scheduler_rtl_matched"]["busy_cycles"]
+            loads = b.get("load_x", 0) + b.get("load_a", 0) + b.get("reread", 0)
+            out.append(f"| {Path(r['export']).name} | {r['layer']} | {p['load']} | {loads:.0f} | "
+                       f"{p['combination']} | {b.get('combination', 0):.0f} / {b.get('decoder', 0):.0f} | "
+                       f"{p['xw_writes']} | {b.get('writeback_c', 0):.0f} | {p['aggregation']} | "
+                       f"{b.get('aggregation', 0):.0f} | {p['writeback']} | {b.get('writeback_a', 0):.0f} | "
+                       f"{r['rtl_cycles']} | {r['scheduler_rtl_matched']['cycles']:.0f} |")
     notes = [f"Note: {res['note']}."] if res.get("note") else []
     notes += [f"Not run: {s['export']} layer {s['layer']} on {s['simulator']}: {s['why']}."
               for s in res.get("skipped", [])]

@@ -53,8 +53,10 @@ def rtl_check(export_path: Path, *, run_dir: Path, model: str = "gcn", build_roo
         raise LayerMismatch(f"layer {li}: RTL cycle counters {rec['rtl_phases']} differ from "
                             f"hw.timing.accel_top_layer_cycles {rec['model_phases']}")
     print(f"RTL == model: layer {li} ({meta[li]['in_dim']} -> {meta[li]['out_dim']} features, {rec['rows']} nodes in "
-          f"{rec['tiles']} tiles) bit-exact, {rec['rtl_cycles']} cycles (model: {rec['model_cycles']})")
+          f"{rec['comb_tiles']} combination + {rec['agg_tiles']} aggregation tiles) bit-exact, {rec['rtl_cycles']} "
+          f"cycles (model: {rec['model_cycles']})")
     summary = {"simulator": rec["simulator"], "layer": li, "rows": rec["rows"], "tiles": rec["tiles"],
+               "comb_tiles": rec["comb_tiles"], "agg_tiles": rec["agg_tiles"],
                "bit_exact": True, "rtl_cycles": int(rec["rtl_cycles"]), "model_cycles": int(rec["model_cycles"]),
                "rtl_phases": rec["rtl_phases"], "sim_cycles_per_s": rec["sim_cycles_per_s"],
                "parameters": rec["parameters"]}

@@ -47,9 +47,11 @@ def test_rtl_check_prints_and_records_the_last_layer(check, cora_export, monkeyp
     r = check(run_dir)
     out = capsys.readouterr().out
     assert r["layer"] == len(cora_export.manifest["layers"]) - 1 == 1
-    assert (f"RTL == model: layer 1 (64 -> 7 features, 2708 nodes in {r['tiles']} tiles) bit-exact, "
-            f"{r['rtl_cycles']} cycles (model: {r['model_cycles']})") in out
-    assert r["rtl_cycles"] == r["model_cycles"] == r["rtl_phases"]["total"] and r["bit_exact"] and r["tiles"] > 1
+    assert (f"RTL == model: layer 1 (64 -> 7 features, 2708 nodes in {r['comb_tiles']} combination + "
+            f"{r['agg_tiles']} aggregation tiles) bit-exact, {r['rtl_cycles']} cycles (model: {r['model_cycles']})"
+            ) in out
+    assert r["rtl_cycles"] == r["model_cycles"] == r["rtl_phases"]["total"] and r["bit_exact"]
+    assert r["tiles"] == r["comb_tiles"] + r["agg_tiles"] and r["comb_tiles"] > 1 and r["agg_tiles"] > 1
     assert json.loads((run_dir / "rtl" / "rtl.json").read_text())["rtl_cycles"] == r["rtl_cycles"]
     assert json.loads((run_dir / "rtl" / "layer1.json").read_text())["bit_exact"]
 
