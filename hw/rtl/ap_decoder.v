@@ -86,6 +86,10 @@ module ap_decoder #(
     reg [7:0]               count_reg, count_next;      // values left
     reg [NODE_BITS:0]       node_reg, node_next;
     reg [MAX_FEATURES-1:0]  mask_reg, mask_next;        // features of node_reg still to emit
+    reg                     mask_upd;                   // mask_next differs from mask_reg
+    // kept with mask_reg (computed when it is loaded, not every cycle): whether it has one set bit at most, whether
+    // it is empty (and, below, its lowest set bit's index)
+    reg                     last_reg, zero_reg;
 
     assign s_pkg_ready  = (state_reg == S_IDLE) && s_word_valid;
     assign s_word_ready = ((state_reg == S_IDLE) && s_pkg_valid) || (state_reg == S_LOAD);
@@ -100,31 +104,50 @@ module ap_decoder #(
     wire [7:0]   raw = shifted[7:0] & vmask;
     wire [2:0]   msb_idx = bits_reg[2:0] - 3'd1;         // b - 1 (b = 8 -> 7)
     wire         vneg = raw[msb_idx];
-    // feature of the current value = index of mask_reg's lowest set bit (0 when empty): that bit isolated, then
-    // encoded (bit k of the index = OR of the isolated bit over the features whose index has bit k set). Word-wide
-    // operations, where a priority chain over MAX_FEATURES bits cost a simulator that many steps every cycle.
+    // feature of the current value = index of mask_reg's lowest set bit (0 when empty), found when mask_reg is
+    // loaded (mask_upd) and kept in feat_reg: the first non-zero 64-bit word, then a 6-step search inside it. A
+    // priority chain over MAX_FEATURES bits evaluated every cycle cost a simulator that many steps per cycle.
     localparam [MAX_FEATURES-1:0] ONE = {{(MAX_FEATURES-1){1'b0}}, 1'b1};
-    wire [MAX_FEATURES-1:0] lowest = mask_reg & (~mask_reg + ONE);     // mask_reg's lowest set bit alone
-    wire [FEAT_BITS-1:0]    feat;
-    genvar fk, fi;
-    generate
-        for (fk = 0; fk < FEAT_BITS; fk = fk + 1) begin : encode
-            wire [MAX_FEATURES-1:0] has_bit;                        // constant: feature i has bit fk set
-            for (fi = 0; fi < MAX_FEATURES; fi = fi + 1) begin : feature
-                assign has_bit[fi] = ((fi >> fk) & 1) == 1;
-            end
-            assign feat[fk] = |(lowest & has_bit);
-        end
-    endgenerate
+    localparam NWORDS = (MAX_FEATURES + 63) / 64;
+    reg [FEAT_BITS-1:0] feat_reg;
 
-    wire [MAX_FEATURES-1:0] cleared = mask_reg & (mask_reg - ONE);   // without its lowest set bit
-    wire emitting = (state_reg == S_EMIT) && (mask_reg != {MAX_FEATURES{1'b0}});
+    function [FEAT_BITS-1:0] lowest_index;
+        input [MAX_FEATURES-1:0] mask;
+        reg [NWORDS*64-1:0] padded;
+        reg [63:0]          word;
+        reg [31:0]          idx;
+        reg                 found;
+        integer             w;
+        begin
+            padded = {(NWORDS*64){1'b0}};
+            padded[MAX_FEATURES-1:0] = mask;
+            word = 64'd0;
+            idx = 32'd0;
+            found = 1'b0;
+            for (w = 0; w < NWORDS; w = w + 1) begin
+                if (!found && padded[w*64 +: 64] != 64'd0) begin
+                    found = 1'b1;
+                    word = padded[w*64 +: 64];
+                    idx = w * 64;
+                end
+            end
+            if (word[31:0] == 32'd0) begin idx = idx + 32'd32; word = word >> 32; end
+            if (word[15:0] == 16'd0) begin idx = idx + 32'd16; word = word >> 16; end
+            if (word[7:0] == 8'd0)   begin idx = idx + 32'd8;  word = word >> 8;  end
+            if (word[3:0] == 4'd0)   begin idx = idx + 32'd4;  word = word >> 4;  end
+            if (word[1:0] == 2'd0)   begin idx = idx + 32'd2;  word = word >> 2;  end
+            if (word[0] == 1'b0)     begin idx = idx + 32'd1;                     end
+            lowest_index = found ? idx[FEAT_BITS-1:0] : {FEAT_BITS{1'b0}};
+        end
+    endfunction
+
+    wire emitting = (state_reg == S_EMIT) && !zero_reg;
     assign m_valid = emitting;
     assign m_node  = node_reg[NODE_BITS-1:0];
-    assign m_feat  = feat;
+    assign m_feat  = feat_reg;
     assign m_code  = vneg ? (raw | ~vmask) : raw;
     assign m_bits  = bits_reg;
-    assign m_node_last = (cleared == {MAX_FEATURES{1'b0}});
+    assign m_node_last = last_reg;  // mask_reg without its lowest set bit is empty
 
     // header of the word at the input, the first node's row with the lowest first_value set bits cleared
     wire [1:0] in_mode = s_word[1:0];
@@ -168,6 +191,7 @@ module ap_decoder #(
         count_next = count_reg;
         node_next = node_reg;
         mask_next = mask_reg;
+        mask_upd = 1'b0;
         case (state_reg)
             S_IDLE: begin
                 if (s_pkg_valid && s_word_valid) begin
@@ -179,6 +203,7 @@ module ap_decoder #(
                     count_next = s_pkg_num_values;
                     node_next = {1'b0, s_pkg_first_node};
                     mask_next = without_lowest_set_bits(first_row, s_pkg_first_value);
+                    mask_upd = 1'b1;
                     if (in_mode == 2'd3) begin
                         state_next = S_ERR;
                         err_code_next = 2'd1;
@@ -209,7 +234,7 @@ module ap_decoder #(
                 end
             end
             S_EMIT: begin
-                if (mask_reg == {MAX_FEATURES{1'b0}}) begin
+                if (zero_reg) begin
                     // walk over a node without (remaining) non-zeros
                     if (node_reg >= num_nodes || node_inc >= num_nodes) begin
                         state_next = S_ERR;
@@ -217,14 +242,16 @@ module ap_decoder #(
                     end else begin
                         node_next = node_inc;
                         mask_next = bm[node_inc[NODE_BITS-1:0]];
+                        mask_upd = 1'b1;
                     end
                 end else if (m_ready) begin
                     pos_next = pos_reg + {4'd0, bits_reg};
                     count_next = count_reg - 8'd1;
-                    mask_next = cleared;
+                    mask_next = mask_reg & (mask_reg - ONE);  // without its lowest set bit
+                    mask_upd = 1'b1;
                     if (count_reg == 8'd1) begin
                         state_next = S_IDLE;
-                    end else if (cleared == {MAX_FEATURES{1'b0}}) begin
+                    end else if (last_reg) begin
                         // the node is done: step to the next one in the same cycle
                         node_next = node_inc;
                         mask_next = (node_inc < num_nodes) ? bm[node_inc[NODE_BITS-1:0]]
@@ -251,11 +278,19 @@ module ap_decoder #(
         pos_reg <= pos_next;
         count_reg <= count_next;
         node_reg <= node_next;
-        mask_reg <= mask_next;
+        if (mask_upd) begin
+            mask_reg <= mask_next;
+            feat_reg <= lowest_index(mask_next);
+            last_reg <= (mask_next & (mask_next - ONE)) == {MAX_FEATURES{1'b0}};
+            zero_reg <= (mask_next == {MAX_FEATURES{1'b0}});
+        end
         if (rst) begin
             state_reg <= S_IDLE;
             err_code_reg <= 2'd0;
             mask_reg <= {MAX_FEATURES{1'b0}};
+            feat_reg <= {FEAT_BITS{1'b0}};
+            last_reg <= 1'b1;
+            zero_reg <= 1'b1;
         end
     end
 
