@@ -289,40 +289,37 @@ def plan_comb_rows(n: int, copies: np.ndarray, max_rows: int, max_copies: int) -
     return tiles
 
 
-def _comb_tile(p: TopParams, layer, x_codes, k, rows: np.ndarray) -> tuple[list[int], tuple, object]:
-    """(row records + packages + words, (rows, nz, packages, words), stream) of a combination tile; splitting is
-    the caller's when it overflows the package buffers (ValueError)."""
-    full = (x_codes.shape[0], p.lanes)
-    x, bits = np.asarray(x_codes, np.int8)[rows], np.asarray(layer.x_bits)[rows]
-    mult, shift = per_lane(k.xw_mult, full)[rows], per_lane(k.xw_shift, full)[rows]
-    xw_bits = per_lane(layer.xw_grid()[1], full)[rows]
-    nz = int((x != 0).any(axis=1).sum())
-    stream = encode(x, bits) if nz else None
+def _comb_body(p: TopParams, stream, mult: np.ndarray, shift: np.ndarray, xw_bits: np.ndarray) -> list[int]:
+    """Row records (bitmap row + XW constants; ``mult`` etc. (R, L)), package records and words of a combination
+    tile (``stream`` None: no non-zero input)."""
     body = []
-    for i in range(rows.size):
+    for i in range(mult.shape[0]):
         bm = int.from_bytes(stream.bitmap[i].tobytes(), "little") if stream is not None else 0
         body += _beats(_comb_record(p, bm, mult[i], shift[i], xw_bits[i]), p.c_beats)
-    npk = nw = 0
     if stream is not None:
-        npk, nw = int(stream.num_packages), int(stream.words.shape[0])
         body += [int(a) | int(b) << 16 | int(c) << 32
                  for a, b, c in zip(stream.first_node, stream.first_value, stream.num_values, strict=True)]
         body += [int(w) for w in stream.words]
-    return body, (rows.size, nz, npk, nw), stream
+    return body
 
 
-def _comb_tiles(p: TopParams, layer, x_codes, k, row_sets: list[np.ndarray]) -> list[tuple]:
-    """Every combination tile as (rows, body, counts, stream), halving a tile whose packages overflow."""
+def _comb_tiles(p: TopParams, row_sets: list[np.ndarray], x: np.ndarray, x_bits: np.ndarray, mult: np.ndarray,
+                shift: np.ndarray, xw_bits: np.ndarray) -> list[tuple]:
+    """Every combination tile as (rows, body, (rows, nz rows, packages, words), stream), halving a tile whose
+    packages overflow the package buffers. ``x`` (N, F) int8 codes; ``mult`` / ``shift`` / ``xw_bits`` (N, L)."""
     out, todo = [], list(reversed(row_sets))
     while todo:
         rows = todo.pop()
-        body, counts, stream = _comb_tile(p, layer, x_codes, k, rows)
-        if (counts[2] > p.max_pkgs or counts[3] > p.max_words) and rows.size > 1:
+        nz = int((x[rows] != 0).any(axis=1).sum())
+        stream = encode(x[rows], x_bits[rows]) if nz else None
+        npk, nw = (int(stream.num_packages), int(stream.words.shape[0])) if stream is not None else (0, 0)
+        if (npk > p.max_pkgs or nw > p.max_words) and rows.size > 1:
             half = rows.size // 2
             todo += [rows[half:], rows[:half]]
             continue
-        _check_caps(p, "a combination", {"packages": counts[2], "package words": counts[3]})
-        out.append((rows, body, counts, stream))
+        _check_caps(p, "a combination", {"packages": npk, "package words": nw})
+        out.append((rows, _comb_body(p, stream, mult[rows], shift[rows], xw_bits[rows]), (rows.size, nz, npk, nw),
+                    stream))
     return out
 
 
@@ -345,7 +342,10 @@ def build_image(layer, x_codes: np.ndarray, graph: tuple, params: TopParams) -> 
             readers[g].append((len(agg), j))
         agg.append((tile, *_agg_body(p, tile, bias_row)))
     copies = np.asarray([len(r) for r in readers])
-    comb = _comb_tiles(p, layer, x_codes, k, plan_comb_rows(n, copies, p.max_nodes, p.max_copies))
+    full = (n, p.lanes)
+    comb = _comb_tiles(p, plan_comb_rows(n, copies, p.max_nodes, p.max_copies), np.asarray(x_codes, np.int8),
+                       np.asarray(layer.x_bits), per_lane(k.xw_mult, full), per_lane(k.xw_shift, full),
+                       per_lane(layer.xw_grid()[1], full))
     w = np.asarray(layer.w_codes, dtype=np.int64)
     prologue = [b for c in range(f_in) for b in _beats(pack_lanes(w[:, c], p.w_bits), p.w_beats)]
     prologue += _beats(0 if bias_row else pack_lanes(bias[0], BIAS_BITS), p.b_beats)
