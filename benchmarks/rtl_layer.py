@@ -129,6 +129,10 @@ def _build_seconds(build_s: float | None) -> str:
     return "< 1" if build_s is None or build_s < 1.0 else f"{build_s:.1f}"
 
 
+def _ratio(rtl: float, model: float | None) -> str:
+    return f"{rtl / model:.3f}" if model else "-"
+
+
 def render(res: dict) -> list[str]:
     """RESULTS.md section: per export, layer and simulator, bit-exactness, RTL vs its model and vs the cycle model."""
     from benchmarks._common import table_head
@@ -160,16 +164,18 @@ def render(res: dict) -> list[str]:
         out += ["", "Busy cycles per phase, the top (RTL) against `hw.scheduler` with the top's engine counts "
                 "(`mega_rtl_top`; its stages overlap across tiles, its total is the last stage's end):", ""]
         out += table_head("export", "layer", "RTL load", "model load_x + load_a + reread", "RTL combination",
-                          "model combination / decoder", "RTL XW writes", "model writeback_c",
-                          "RTL aggregation", "model aggregation", "RTL writeback", "model writeback_a",
-                          "RTL total", "model total")
+                          "model combination / decoder", "combination RTL / model", "RTL XW writes",
+                          "model writeback_c", "RTL aggregation", "model aggregation", "aggregation RTL / model",
+                          "RTL writeback", "model writeback_a", "RTL total", "model total")
         for r in verilator:
             p, b = r["rtl_phases"], r["scheduler_rtl_matched"]["busy_cycles"]
             loads = b.get("load_x", 0) + b.get("load_a", 0) + b.get("reread", 0)
             out.append(f"| {Path(r['export']).name} | {r['layer']} | {p['load']} | {loads:.0f} | "
                        f"{p['combination']} | {b.get('combination', 0):.0f} / {b.get('decoder', 0):.0f} | "
-                       f"{p['xw_writes']} | {b.get('writeback_c', 0):.0f} | {p['aggregation']} | "
-                       f"{b.get('aggregation', 0):.0f} | {p['writeback']} | {b.get('writeback_a', 0):.0f} | "
+                       f"{_ratio(p['combination'], b.get('combination'))} | {p['xw_writes']} | "
+                       f"{b.get('writeback_c', 0):.0f} | {p['aggregation']} | {b.get('aggregation', 0):.0f} | "
+                       f"{_ratio(p['aggregation'], b.get('aggregation'))} | {p['writeback']} | "
+                       f"{b.get('writeback_a', 0):.0f} | "
                        f"{r['rtl_cycles']} | {r['scheduler_rtl_matched']['cycles']:.0f} |")
     notes = [f"Note: {res['note']}."] if res.get("note") else []
     notes += [f"Not run: {s['export']} layer {s['layer']} on {s['simulator']}: {s['why']}."
