@@ -127,7 +127,15 @@ def scheduler_layer(wl, li: int, cfg) -> dict:
 
 def run_layers(args) -> list[dict]:
     """Build, run and check every chosen layer; returns the records (also written as ``DIR/layer<l>.json``)."""
-    from hw.rtl.top import LayerMismatch, build_image, check_layer, model_cycles, params_for, simulate_layer
+    from hw.rtl.top import (
+        LayerMismatch,
+        build_image,
+        check_layer,
+        model_cycles,
+        params_for,
+        rtl_phases,
+        simulate_layer,
+    )
     from quant.archs.gcn.integer import gcn_graph
 
     q, cfg, sim, chosen = _setup(args)
@@ -163,9 +171,7 @@ def run_layers(args) -> list[dict]:
         if wl is not None:
             sched = scheduler_layer(wl, li, cfg)
             matched = scheduler_layer(wl, li, rtl_matched_config(cfg, img.lanes, args.max_rows, layer.psum_bits))
-        rtl = {"total": res["cnt_total"], "load": res["cnt_load"], "combination": res["cnt_comb"],
-               "xw_writes": res["cnt_xw"], "aggregation": res["cnt_agg"], "writeback": res["cnt_wb"],
-               "wait": res["cnt_wait"]}
+        rtl = rtl_phases(res)
         mismatch = None
         if res["err"]:
             mismatch = f"layer {li}: the engine stopped with decoder error code {res['err']}"

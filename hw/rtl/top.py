@@ -57,6 +57,16 @@ MAX_LANES = 64      # accel_top.v: LANES in 1..64
 MAX_FEAT_BITS = 16  # accel_top.v / ap_decoder.v: feature indices and first_value (a 16-bit record field)
 
 
+# phase of hw.timing.accel_top_layer_cycles -> the accel_top.v counter that measures it
+PHASE_COUNTERS = {"total": "cnt_total", "load": "cnt_load", "combination": "cnt_comb", "xw_writes": "cnt_xw",
+                  "aggregation": "cnt_agg", "writeback": "cnt_wb", "wait": "cnt_wait"}
+
+
+def rtl_phases(res: dict) -> dict[str, int]:
+    """The RTL's counters of a :func:`simulate_layer` result, named as :func:`model_cycles` names the phases."""
+    return {phase: res[counter] for phase, counter in PHASE_COUNTERS.items()}
+
+
 class LayerMismatch(AssertionError):
     """An RTL output of a whole layer differs from the golden integer model."""
 

@@ -31,9 +31,8 @@ def fake_simulator(monkeypatch, *, out_delta: int = 0, cycle_delta: int = 0) -> 
         c = rtl_top.model_cycles(img)
         out = np.array(img.golden)
         out[0, 0] += out_delta
-        return {"cnt_total": c["total"] + cycle_delta, "cnt_load": c["load"] + cycle_delta,
-                "cnt_comb": c["combination"], "cnt_xw": c["xw_writes"], "cnt_agg": c["aggregation"],
-                "cnt_wb": c["writeback"], "cnt_wait": c["wait"], "err": 0,
+        c.update(total=c["total"] + cycle_delta, load=c["load"] + cycle_delta)
+        return {**{counter: c[phase] for phase, counter in rtl_top.PHASE_COUNTERS.items()}, "err": 0,
                 "out": out, "run_s": 0.5, "wall_s": 1.0, "cached_build": True}
 
     monkeypatch.setattr(rtl_sim, "locate", lambda s: ("/bin/true", ""))
