@@ -125,22 +125,20 @@ def test_image_header_copies_and_golden():
     assert sum(t[0] for t in img.comb_tiles + img.agg_tiles) + 1 + img.prologue_beats == len(img.words)
     assert img.golden.shape == (40, 5)
     # walk the image as the controller does and collect the copy lists and the XW blocks
-    pos, hdr, nc, na = 1 + img.prologue_beats - 2, [], head & 0xFFFF, head >> 48
-    targets, blocks = [], set()
+    pos, nc, na = 1 + img.prologue_beats - 2, head & 0xFFFF, head >> 48
+    addrs, blocks = [], set()
     for t in range(nc + na):
         h0, h1 = img.words[pos], img.words[pos + 1]
         pos += 2
         nodes, rows, npk, nw, lst = h0 & 0xFFFF, (h0 >> 16) & 0xFFFF, h0 >> 48, h1 & 0xFFFF, (h1 >> 16) & 0xFFFF
         if t < nc:
             start = pos + rows * p.c_beats + npk + nw
-            targets += [(e >> 32, e & 0xFFFF) for e in img.words[start:start + lst]]
+            addrs += [e >> 32 for e in img.words[start:start + lst]]  # where the copy list sends XW rows
             pos = start + lst
         else:
             blocks |= {pos + j * p.x_beats for j in range(nodes)}
             pos += nodes * p.x_beats + rows * p.o_beats(*(bool(head >> b & 1) for b in (32, 35, 34))) + lst
-        hdr.append(t)
     assert pos == len(img.words)
-    addrs = [a for a, _ in targets]
     assert len(addrs) == len(set(addrs)) and set(addrs) == blocks and len(addrs) == img.local_nodes
     indptr, indices, _ = graph
     readers = sum(len(set(indices[indptr[r]:indptr[r + 1]].tolist()) | {r}) for r in range(40))
