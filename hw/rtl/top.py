@@ -39,6 +39,14 @@ from pathlib import Path
 
 import numpy as np
 
+from hw.requant_constants import (
+    BIAS_BITS,
+    CODE_BITS_FIELD,
+    MULT_BITS,
+    SHIFT_BITS,
+    requant_constant_bits,
+    xw_constant_bits,
+)
 from hw.rtl.rtl_tb import pack_lanes, unpack_lanes
 from hw.rtl.tile import COEF_BITS, RTL_DIR, Tile, cut_tile, per_lane
 from hw.rtl.tile import SOURCES as ENGINE_SOURCES
@@ -49,9 +57,6 @@ from quant.formats.adaptive_package import encode
 SOURCES = [*ENGINE_SOURCES, "accel_top", "mem_model", "accel_sim"]
 TOP = "accel_sim"
 WORD_BITS = 64
-XW_CONST_BITS_PER_LANE = 41    # 31 + 6 + 4 (xw mult / shift / bits), see accel_top.v
-REQUANT_BITS_PER_LANE = 37    # 31 + 6 (mult / shift) of q_aggregate or the next-layer requant, plus 4 bits per row
-BIAS_BITS = 32
 XW_CODE_BITS = 8               # the engine's XW buffer: 8 bits per lane
 MAX_LANES = 64      # accel_top.v: LANES in 1..64
 MAX_FEAT_BITS = 16  # accel_top.v / ap_decoder.v: feature indices and first_value (a 16-bit record field)
@@ -118,12 +123,12 @@ class TopParams:
     @property
     def c_beats(self) -> int:
         """Words of a combination row's record (bitmap row + XW requant constants)."""
-        return -(-(self.max_features + self.lanes * XW_CONST_BITS_PER_LANE) // WORD_BITS)
+        return -(-(self.max_features + xw_constant_bits(self.lanes)) // WORD_BITS)
 
     @property
     def a_beats(self) -> int:
         """Words of one requant's constants (q_aggregate or the next-layer requant) in an output-stage record."""
-        return -(-(self.lanes * REQUANT_BITS_PER_LANE + 4) // WORD_BITS)
+        return -(-requant_constant_bits(self.lanes) // WORD_BITS)
 
     @property
     def b_beats(self) -> int:
@@ -240,13 +245,15 @@ class _Fields:
 
 def _comb_record(p: TopParams, bitmap_row: int, mult, shift, bits) -> int:
     """Bitmap row + XW requant constants of one row (accel_top.v's combination record)."""
-    return (_Fields().put(bitmap_row, p.max_features).put(pack_lanes(mult, 31), p.lanes * 31)
-            .put(pack_lanes(shift, 6), p.lanes * 6).put(pack_lanes(bits, 4), p.lanes * 4).value)
+    return (_Fields().put(bitmap_row, p.max_features).put(pack_lanes(mult, MULT_BITS), p.lanes * MULT_BITS)
+            .put(pack_lanes(shift, SHIFT_BITS), p.lanes * SHIFT_BITS)
+            .put(pack_lanes(bits, CODE_BITS_FIELD), p.lanes * CODE_BITS_FIELD).value)
 
 
 def _requant_record(p: TopParams, mult, shift, bits: int) -> list[int]:
-    return _beats(_Fields().put(pack_lanes(mult, 31), p.lanes * 31).put(pack_lanes(shift, 6), p.lanes * 6)
-                  .put(int(bits), 4).value, p.a_beats)
+    return _beats(_Fields().put(pack_lanes(mult, MULT_BITS), p.lanes * MULT_BITS)
+                  .put(pack_lanes(shift, SHIFT_BITS), p.lanes * SHIFT_BITS).put(int(bits), CODE_BITS_FIELD).value,
+                  p.a_beats)
 
 
 def _out_record(p: TopParams, tile: Tile, r: int, bias_row: bool) -> list[int]:
