@@ -46,6 +46,9 @@ SOURCES: dict[str, str] = {
     "num_requant_units": "assumption",
     "feature_format": "primary abstract (Adaptive-Package); layout per quant/formats/adaptive_package.py (assumption)",
     "condense_edge": "primary abstract (Condense-Edge); mechanics secondary",
+    "requant_constants": "assumption (off: requantization constants factored and kept on chip, not streamed)",
+    "edge_bytes": "assumption (a 32-bit source ID per edge)",
+    "engine_buffers": "assumption (double-buffered tile queues)",
 }
 
 
@@ -91,14 +94,22 @@ class AcceleratorConfig:
     condense_edge: bool = True
     source_reads: str = "condensed"
     decoder_bits_per_cycle: int = 64
+    # what a tile moves besides its features, and how many tiles an engine holds (the RTL top: True, 8, 1)
+    requant_constants: bool = False  # stream the export's per-(node, channel) constants (hw.requant_constants)
+    edge_bytes: int = 4  # bytes per edge of the aggregation's edge stream (plus a 4-byte row pointer per row)
+    engine_buffers: int = 2  # tiles a stage's output queue holds: 2 = double-buffered, 1 = single-buffered
     sources: dict = field(default_factory=lambda: dict(SOURCES), compare=False)
 
     def __post_init__(self) -> None:
-        positive = [f.name for f in fields(self) if f.type in ("int", "float") and f.name != "feature_bits_override"]
+        positive = [f.name for f in fields(self) if f.type in ("int", "float")
+                    and f.name not in ("feature_bits_override", "dram_row_miss_cycles")]
         for name in positive:
             if not getattr(self, name) > 0:
                 raise ConfigError(f"AcceleratorConfig({self.name}): {name}={getattr(self, name)} must be > 0 "
                                   f"(a zero {name} would stall the simulator forever)")
+        if self.dram_row_miss_cycles < 0:
+            raise ConfigError(f"AcceleratorConfig({self.name}): dram_row_miss_cycles={self.dram_row_miss_cycles} "
+                              "must be >= 0")
         for name, value, valid in [("feature_format", self.feature_format, FEATURE_FORMATS),
                                    ("order", self.order, ORDERS), ("source_reads", self.source_reads, SOURCE_READS)]:
             if value not in valid:

@@ -224,12 +224,14 @@ def _check_config(cfg: AcceleratorConfig) -> None:
     """The cost model covers the MEGA-style dataflow; other presets have no learned-bit cost to optimise."""
     wrong = [f"{k}={getattr(cfg, k)!r}" for k, ok in (("order", "combination_first"), ("comb_bit_serial", True),
                                                        ("feature_bits_override", 0), ("source_reads", "condensed"),
-                                                       ("feature_format", "adaptive_package"))
+                                                       ("feature_format", "adaptive_package"),
+                                                       ("requant_constants", False), ("edge_bytes", 4),
+                                                       ("engine_buffers", 2))
              if getattr(cfg, k) != ok]
     if wrong:
         raise ValueError(f"hw.cost: the hardware cost of learned bits models MEGA-style configurations "
-                         f"(combination-first, bit-serial, Adaptive-Package, Condense-Edge); {cfg.name} has "
-                         f"{', '.join(wrong)}")
+                         f"(combination-first, bit-serial, Adaptive-Package, Condense-Edge, double-buffered, "
+                         f"4-byte edges, constants on chip); {cfg.name} has {', '.join(wrong)}")
 
 
 def _moved_np(per_tile: np.ndarray, access: int) -> np.ndarray:

@@ -2,12 +2,14 @@
 
 Combination-first (MEGA, GCNAX), per layer:
 
-* phase C over node tiles: ``load_x`` (feature stream + weights) -> ``decoder`` -> ``combination`` ->
+* phase C over node tiles: ``load_x`` (feature stream + weights; with ``requant_constants`` the rows' XW
+  requantization constants, :mod:`hw.requant_constants`) -> ``decoder`` -> ``combination`` ->
   ``writeback_c`` (encoder + XW stream write + Condense-Edge pass 1 when enabled);
 * extra Condense-Edge passes when there are more subgraphs than eID FIFOs (re-read XW, condense), one after
   another on the one re-read engine (also across layers);
-* phase A over destination tiles: ``load_a`` (edges, the tile's own XW block, cross-tile sources by the
-  configured policy) -> ``decoder`` -> ``aggregation`` -> ``writeback_a`` (next layer's feature stream).
+* phase A over destination tiles: ``load_a`` (``edge_bytes`` per edge, the tile's own XW block, cross-tile
+  sources by the configured policy, with ``requant_constants`` the rows' output-stage constants) -> ``decoder``
+  -> ``aggregation`` -> ``writeback_a`` (next layer's feature stream).
 
 Aggregation-first (HyGCN's GCN layers; GIN and GraphSAGE layers on every preset, ``hw.aggregate_first``): one
 pipeline per layer, ``load_a`` (edges + X rows) -> (``decoder`` for a packed GIN / GraphSAGE input) ->
@@ -15,7 +17,8 @@ pipeline per layer, ``load_a`` (edges + X rows) -> (``decoder`` for a packed GIN
 ``writeback_a``. Engines overlap across phases and layers: an aggregation tile waits only
 for the combination tiles its sources live in; a combination tile of the next layer waits only for the
 aggregation of its own nodes. Tiles = ``tile_nodes`` consecutive nodes, sized so that the tile's partial sums
-fill at most half of the aggregation buffer (double buffering).
+fill at most half of the aggregation buffer (double buffering); a stage's output queue holds ``engine_buffers``
+tiles (1: a tile's load waits until the engine has finished the previous tile, as on the RTL top).
 """
 
 from __future__ import annotations
@@ -27,11 +30,12 @@ from hw.aggregation import aggregation_cycles
 from hw.buffer import Buffer
 from hw.combination import bitserial_cycles, mac_cycles
 from hw.condense import EID_BYTES, condense_cycles, condense_plan
-from hw.config import AcceleratorConfig
+from hw.config import AcceleratorConfig, ConfigError
 from hw.decoder import decode_cycles
 from hw.dram import AddressMap, DRAMChannel
 from hw.layout import FeatureLayout, feature_layout
 from hw.pipeline import Stage, StageStats, run_pipeline
+from hw.requant_constants import output_stage_constant_bits, xw_constant_bits
 from hw.timing import requant_cycles
 from hw.workload import LayerTensors
 
@@ -140,6 +144,9 @@ class Simulator:
         (one dense matmul of the aggregated rows), or a GIN / GraphSAGE layer (``hw.aggregate_first``: every
         preset; its combination passes on the preset's engine, its input stream decoded when packed)."""
         cfg, st, dram, buf = self.cfg, self.stats, self.dram, self.buffers
+        if cfg.requant_constants:
+            raise ConfigError(f"AcceleratorConfig({cfg.name}): requant_constants streams a combination-first GCN "
+                              "layer's constants; this layer runs aggregation-first: set it to false")
         n, f_in, f_out = lt.dims
         gcn = isinstance(lt, LayerTensors)
         tn = tile_nodes(cfg, f_in)
@@ -153,7 +160,7 @@ class Simulator:
         rows_base = self.amap.alloc(f"L{li}.x_rows", int(xl.row_bytes.sum()))
         w_bytes, w_fits = self._weights(lt, f_in, f_out)
         w_base = self.amap.alloc(f"L{li}.weights", w_bytes)
-        edges_base = self.amap.alloc(f"L{li}.edges", 4 * (n + 1 + wl.indices.size))
+        edges_base = self.amap.alloc(f"L{li}.edges", 4 * (n + 1) + cfg.edge_bytes * wl.indices.size)
         src = wl.indices
         beats_t = np.add.reduceat(np.maximum(np.diff(wl.indptr), 1), starts) * -(-f_in // cfg.agg_lanes)
         bounds = [(int(a), int(min(n, a + tn))) for a in starts]
@@ -167,9 +174,9 @@ class Simulator:
         def load_a(d: int, s: float) -> float:
             lo, hi = bounds[d]
             e0, e1 = int(wl.indptr[lo]), int(wl.indptr[hi])
-            eb = 4 * (e1 - e0 + hi - lo + 1)
+            eb = cfg.edge_bytes * (e1 - e0) + 4 * (hi - lo + 1)
             buf["edge"].write(eb)
-            done = dram.request(s, edges_base + 4 * (e0 + lo), eb, write=False, tensor="edges")
+            done = dram.request(s, edges_base + cfg.edge_bytes * e0 + 4 * lo, eb, write=False, tensor="edges")
             done = max(done, self._stream(s, f"L{li}.x", x_reg, d, write=False)[0])
             first_of_batch = d % batch == 0
             if d == 0 or (not w_fits and first_of_batch):
@@ -231,7 +238,7 @@ class Simulator:
             ready = [max(prev_ready[1])] * nt if prev_ready is not None else [0.0] * nt
         else:  # a tile waits for the previous layer's tiles holding its own and its sources' rows
             ready = [self._sources_ready(prev_ready, wl, lo, hi) for lo, hi in bounds]
-        return tn, run_pipeline(stages, nt, ready)[-1]
+        return tn, run_pipeline(stages, nt, ready, depth=self.cfg.engine_buffers)[-1]
 
     def _pass_input_bytes(self, lt) -> np.ndarray:
         """(N,) bytes of a GIN / GraphSAGE node's combination inputs (every pass's codes, packed at their bits or
@@ -286,6 +293,21 @@ class _CombFirstLayer:
         self.w_bytes, self.w_fits = sim._weights(lt, self.f_in, self.f_out)
         self.w_base = self.amap.alloc(f"L{li}.weights", self.w_bytes)
         self.bit_work_t = np.add.reduceat(self.xl.bit_work, starts)
+        self.xw_const_reg = self.out_const_reg = {}
+        if sim.cfg.requant_constants:  # per node, streamed with the tile that uses them
+            xw_bits = xw_constant_bits(self.f_out)
+            out_bits = output_stage_constant_bits(self.f_out, agg_requant=lt.agg_requant,
+                                                  bias_per_row=lt.bias_per_row, out_requant=lt.out_bits is not None)
+            self.xw_const_reg = self._constants(f"L{li}.xw_constants", xw_bits)
+            self.out_const_reg = self._constants(f"L{li}.out_constants", out_bits)
+
+    def _constants(self, name: str, bits_per_node: int) -> dict:
+        """A region of ``bits_per_node`` constant bits per node (byte-rounded), placed like a feature stream."""
+        per_node = np.full(self.n, -(-bits_per_node // 8), np.int64)
+        if not bits_per_node:
+            return {}
+        per_tile = np.add.reduceat(per_node, self.starts)
+        return {"constants": (self.amap.alloc(name, int(per_node.sum())), np.cumsum(per_tile) - per_tile, per_tile)}
 
     def _plan_condense(self) -> None:
         """Condense-Edge plan, eID-FIFO groups of subgraphs, the condensed region and each subgraph's share of it."""
@@ -342,7 +364,9 @@ class _CombFirstLayer:
     def load_x(self, t: int, s: float) -> float:
         buf = self.buf
         done, nbytes = self.sim._stream(s, f"L{self.li}.x", self.x_reg, t, write=False)
-        buf["input"].write(nbytes)
+        consts, cbytes = self.sim._stream(s, f"L{self.li}.xw_constants", self.xw_const_reg, t, write=False)
+        buf["input"].write(nbytes + cbytes)
+        done = max(done, consts)
         buf["weight"].record(1, int(self.w_fits and t > 0))
         if t == 0 or not self.w_fits:
             done = max(done, self.dram.request(s, self.w_base, self.w_bytes, write=False, tensor="weights"))
@@ -386,7 +410,7 @@ class _CombFirstLayer:
         c_ready = self.sim._ready_for(prev_ready, self.n, self.tn)
         stages = self._stages([("load_x", self.load_x), ("decoder", self.decode_c), ("combination", self.combine),
                                ("writeback_c", self.writeback_c)])
-        return run_pipeline(stages, self.nt, c_ready)[-1]
+        return run_pipeline(stages, self.nt, c_ready, depth=self.cfg.engine_buffers)[-1]
 
     def reread(self, t: int, s: float) -> float:
         return self.sim._stream(s, f"L{self.li}.xw_reread", self.xw_reg, t, write=False)[0]
@@ -402,7 +426,8 @@ class _CombFirstLayer:
                            service=lambda t, s, g=group: self.condense_pass(t, s, g))]
             # one re-read engine: a pass starts once the previous one (of this or an earlier layer) has read its
             # last tile, and tile t no earlier than its combination (end_c[t])
-            ends = run_pipeline(extra, self.nt, [max(e, sim.reread_free) for e in end_c])
+            ends = run_pipeline(extra, self.nt, [max(e, sim.reread_free) for e in end_c],
+                                depth=self.cfg.engine_buffers)
             sim.reread_free, group_done[gi] = ends[0][-1], max(ends[-1])
         return group_done
 
@@ -413,7 +438,7 @@ class _CombFirstLayer:
         src = wl.indices
         self.beats_t = np.add.reduceat(np.maximum(np.diff(wl.indptr), 1), self.starts) * -(-self.f_out //
                                                                                              cfg.agg_lanes)
-        self.edges_base = self.amap.alloc(f"L{li}.edges", 4 * (self.n + 1 + src.size))
+        self.edges_base = self.amap.alloc(f"L{li}.edges", 4 * (self.n + 1) + cfg.edge_bytes * src.size)
         self.src_tiles_of = [np.unique(src[wl.indptr[lo]:wl.indptr[hi]] // self.tn)
                              for lo, hi in map(self.tile_of, range(self.nt))]
         self.row_off = np.cumsum(wlay.row_bytes) - wlay.row_bytes
@@ -423,9 +448,13 @@ class _CombFirstLayer:
         wl, buf = self.wl, self.buf
         lo, hi = self.tile_of(d)
         e0, e1 = int(wl.indptr[lo]), int(wl.indptr[hi])
-        eb = 4 * (e1 - e0 + hi - lo + 1)
+        eb = self.cfg.edge_bytes * (e1 - e0) + 4 * (hi - lo + 1)
         buf["edge"].write(eb)
-        done = self.dram.request(s, self.edges_base + 4 * (e0 + lo), eb, write=False, tensor="edges")
+        done = self.dram.request(s, self.edges_base + self.cfg.edge_bytes * e0 + 4 * lo, eb, write=False,
+                                 tensor="edges")
+        consts, cbytes = self.sim._stream(s, f"L{self.li}.out_constants", self.out_const_reg, d, write=False)
+        buf["aggregation"].write(cbytes)
+        done = max(done, consts)
         own, _ = self.sim._stream(s, f"L{self.li}.xw", self.xw_reg, d, write=False)  # the tile's own XW block
         done = max(done, own)
         cross = np.unique(wl.indices[e0:e1])
@@ -485,4 +514,4 @@ class _CombFirstLayer:
                        group_done[d // self.cfg.num_eid_fifos] if self.plan else 0.0) for d in range(self.nt)]
         stages = self._stages([("load_a", self.load_a), ("decoder", self.decode_a), ("aggregation", self.aggregate),
                                ("writeback_a", self.writeback_a)])
-        return run_pipeline(stages, self.nt, a_ready)[-1]
+        return run_pipeline(stages, self.nt, a_ready, depth=self.cfg.engine_buffers)[-1]

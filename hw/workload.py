@@ -26,7 +26,13 @@ import numpy as np
 from hw import aggregate_first
 from hw.aggregate_first import golden_graph
 from quant.archs import AGGREGATION_FIRST, ARCHS, archs_with_dataflow, reader
-from quant.archs.gcn.integer import QuantizedGCN, QuantizedGCNLayer, gcn_forward_reference, gcn_graph
+from quant.archs.gcn.integer import (
+    QuantizedGCN,
+    QuantizedGCNLayer,
+    gcn_forward_reference,
+    gcn_graph,
+    layer_constants,
+)
 from quant.formats.fixed_point import code_limit
 from quant.integer import fake_quant
 from quant.qgraph import check_arch, load
@@ -41,7 +47,9 @@ AGGREGATE_FIRST = {arch: (ARCHS[arch].display_name, getattr(aggregate_first, f"{
 @dataclass(frozen=True, kw_only=True)
 class LayerTensors:
     """Integer tensors of one layer. x_codes (N, F_in) int8 input codes, x_bits (N,); xw_codes (N, F_out) int8,
-    xw_bits (N,); out_codes (N, F_out) int64 (next-layer codes, or accumulator of the last layer)."""
+    xw_bits (N,); out_codes (N, F_out) int64 (next-layer codes, or accumulator of the last layer).
+    ``agg_requant`` / ``bias_per_row``: the output stage requantizes the aggregate / adds a bias that differs
+    between rows (what ``AcceleratorConfig.requant_constants`` streams besides the XW and next-layer constants)."""
 
     x_codes: np.ndarray
     x_bits: np.ndarray
@@ -50,6 +58,8 @@ class LayerTensors:
     out_codes: np.ndarray
     out_bits: np.ndarray | None
     w_bits: int
+    agg_requant: bool = False
+    bias_per_row: bool = False
 
     @property
     def dims(self) -> list[int]:
@@ -149,10 +159,18 @@ def _layer_ref(layer: QuantizedGCNLayer, codes: np.ndarray, graph: tuple) -> tup
     return gcn_layer_reference(layer, codes, graph, exact_constants=False)
 
 
+def output_stage_flags(lay: QuantizedGCNLayer, graph: tuple) -> dict[str, bool]:
+    """``LayerTensors``' ``agg_requant`` and ``bias_per_row`` of a GCN layer (what its output stage needs per row)."""
+    bias = layer_constants(lay, graph).bias_int
+    per_row = bias is not None and np.ndim(bias) == 2 and bool((bias != bias[:1]).any())
+    return {"agg_requant": lay.agg_steps is not None, "bias_per_row": per_row}
+
+
 def workload_from_model(name: str, model: QuantizedGCN, edge_index: np.ndarray, bits_source: str) -> Workload:
     """Reference tensors of every layer from the float64 fake-quant path (equal to the integer path, see above)."""
     n = model.x_codes.shape[0]
-    indptr, indices, _ = gcn_graph(edge_index, n)
+    graph = gcn_graph(edge_index, n)
+    indptr, indices, _ = graph
     outs, _ = gcn_forward_reference(model, edge_index, exact_constants=False)
     h, layers = model.x_codes, []
     for lay, out in zip(model.layers, outs, strict=False):
@@ -163,7 +181,7 @@ def workload_from_model(name: str, model: QuantizedGCN, edge_index: np.ndarray, 
         xw_codes = fake_quant(xw, lay.xw_steps[:, None], lay.xw_bits[:, None]).astype(np.int8)
         layers.append(LayerTensors(x_codes=np.asarray(h, dtype=np.int8), x_bits=np.asarray(lay.x_bits),
                                    xw_codes=xw_codes, xw_bits=np.asarray(lay.xw_bits), out_codes=np.asarray(out),
-                                   out_bits=lay.out_bits, w_bits=lay.w_bits))
+                                   out_bits=lay.out_bits, w_bits=lay.w_bits, **output_stage_flags(lay, graph)))
         h = out
     return Workload(name=name, bits_source=bits_source, indptr=indptr, indices=indices, model=model,
                     edge_index=np.asarray(edge_index), layers=tuple(layers))
@@ -287,12 +305,14 @@ def _layers_workload(q, name: str) -> Workload:
         return bits if getattr(lay, "xw_scheme", "node") == "node" else np.full(n, int(bits.max()))
 
     ei = np.asarray(q["graph.edge_index"], dtype=np.int64)
-    indptr, indices, _ = gcn_graph(ei, model.x_codes.shape[0])
+    graph = gcn_graph(ei, model.x_codes.shape[0])
+    indptr, indices, _ = graph
     layers = tuple(LayerTensors(x_codes=np.asarray(q[f"layer{li}.x_codes"], dtype=np.int8),
                                 x_bits=np.asarray(lay.x_bits),
                                 xw_codes=np.asarray(q[f"layer{li}.xw_codes"], dtype=np.int8),
                                 xw_bits=node_xw_bits(lay), out_codes=np.asarray(q[f"layer{li}.out"], np.int64),
-                                out_bits=lay.out_bits, w_bits=lay.w_bits) for li, lay in enumerate(model.layers))
+                                out_bits=lay.out_bits, w_bits=lay.w_bits, **output_stage_flags(lay, graph))
+                   for li, lay in enumerate(model.layers))
     return Workload(name=name, bits_source="export (learned bits)",
                     indptr=indptr, indices=indices, model=model, edge_index=ei, layers=layers)
 
