@@ -177,12 +177,32 @@ def render(res: dict) -> list[str]:
                        f"{_ratio(p['aggregation'], b.get('aggregation'))} | {p['writeback']} | "
                        f"{b.get('writeback_a', 0):.0f} | "
                        f"{r['rtl_cycles']} | {r['scheduler_rtl_matched']['cycles']:.0f} |")
+    out += _design_steps(res)
     notes = [f"Note: {res['note']}."] if res.get("note") else []
     notes += [f"Not run: {s['export']} layer {s['layer']} on {s['simulator']}: {s['why']}."
               for s in res.get("skipped", [])]
     out += [""] + notes if notes else []
-    out += ["", "The top loads every tile before running it (no double-buffered engine state) and reads per-node "
-            "requantization constants, copy lists and 64-bit edge beats that the cycle model does not charge; the "
-            "cycle model re-reads XW for Condense-Edge passes beyond its 16 eID FIFOs, which the top's host-planned "
-            "copy lists avoid (docs: hw/rtl/README.md).", ""]
+    return out
+
+
+def _design_steps(res: dict) -> list[str]:
+    """Table: the cycle model moved from the preset to the top's design one choice at a time (each step keeps the
+    ones before, ``hw.rtl.run.rtl_design_steps``), against the RTL's cycles."""
+    from benchmarks._common import table_head
+
+    recs = [r for r in res["records"] if r["simulator"] == "verilator" and r.get("scheduler_rtl_design")]
+    if not recs:
+        return []
+    names = [s["step"] for s in recs[0]["scheduler_rtl_design"]]
+    out = ["", "`hw.scheduler` moved from the top's engine counts to the top's design one choice at a time (each "
+           "column keeps the ones before it: the weight buffer holds the layer's weights; a memory without row "
+           "misses, as `mem_model.v`; copy lists = Condense-Edge with a FIFO per destination tile, no on-chip "
+           "share and no re-read pass; the export's per-lane requantization constants streamed with the rows; "
+           "64-bit edge beats; one tile in the engine at a time), cycles of the layer alone:", ""]
+    out += table_head("export", "layer", "RTL cycles", *names, "RTL / last column")
+    for r in recs:
+        steps = r["scheduler_rtl_design"]
+        out.append(f"| {Path(r['export']).name} | {r['layer']} | {r['rtl_cycles']} | "
+                   + " | ".join(f"{s['cycles']:.0f}" for s in steps)
+                   + f" | {r['rtl_cycles'] / steps[-1]['cycles']:.3f} |")
     return out

@@ -6,9 +6,10 @@ Per layer: the memory image from the export's input codes (:mod:`hw.rtl.top`), a
 ``done``, every output code compared bit for bit with the export's ``layer<l>.out`` (the first mismatch named by
 layer, node and feature), the RTL's per-phase cycle counters against :func:`hw.timing.accel_top_layer_cycles`,
 and for reference the cycles of the layer alone in the dataflow model (``hw.scheduler``, as ``python -m
-hw.simulate``) on the same config and on it with the RTL's engine counts (:func:`rtl_matched_config`). Prints a
-table and writes ``DIR/layer<l>.json``. Exit status: 0 all layers bit-exact and cycle-exact, 1 a mismatch, 2 bad
-input (one ``error:`` line).
+hw.simulate``) on the same config, on it with the RTL's engine counts (:func:`rtl_matched_config`) and on it
+moved to the RTL's design one choice at a time (:func:`rtl_design_steps`). Prints a table and writes
+``DIR/layer<l>.json``. Exit status: 0 all layers bit-exact and cycle-exact, 1 a mismatch, 2 bad input (one
+``error:`` line).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -93,12 +95,36 @@ def rtl_matched_config(cfg, lanes: int, max_rows: int, psum_bits: int):
     """``cfg`` with the RTL top's engine counts: one decoder, one C-PE of ``lanes`` bit-serial engines, one
     ``lanes``-wide aggregation unit (one edge beat per cycle), ``lanes`` requant units, a 64-bit memory port at
     one beat per cycle and an aggregation buffer of two ``max_rows``-row tiles (the memory latency is kept)."""
-    from dataclasses import replace
-
     agg_kib = max(1, -(-2 * max_rows * lanes * psum_bits // 8 // 1024))
     return replace(cfg, name=f"{cfg.name}_rtl_top", num_comb_tiles=1, num_cpe_per_tile=1, num_bse_per_cpe=lanes,
                    num_agg_units=lanes, agg_lanes=lanes, num_decoders=1, num_requant_units=lanes,
                    dram_bandwidth_gbs=8.0 * cfg.clock_ghz, aggregation_buffer_kib=agg_kib)
+
+
+def rtl_design_steps(cfg, params, num_nodes: int, f_in: int) -> list[tuple[str, object]]:
+    """``cfg`` moved toward ``hw/rtl/accel_top.v`` one design choice at a time, each step keeping the ones before:
+    the RTL's engine counts (:func:`rtl_matched_config`); its weight buffer, which holds the layer's weights; its
+    memory model, which has no DRAM rows to miss; its copy lists, which send every XW row to every tile that reads
+    it in one pass (Condense-Edge with a FIFO per destination tile and no on-chip share: no re-read passes); the
+    export's per-lane requantization constants streamed with the rows; 64-bit edge beats; a single-buffered
+    engine. Returns ``[(step, config)]``; the last config is the RTL top as ``hw.scheduler`` describes it.
+    ``params``: the layer's :class:`hw.rtl.top.TopParams`."""
+    from hw.scheduler import tile_nodes
+
+    steps = [("engines", rtl_matched_config(cfg, params.lanes, params.max_rows, params.psum_bits))]
+
+    def step(name: str, **fields) -> None:
+        steps.append((name, replace(steps[-1][1], **fields)))
+
+    weight_kib = -(-f_in * params.lanes * params.w_bits // 8 // 1024)
+    step("weights held", weight_buffer_kib=max(steps[-1][1].weight_buffer_kib, weight_kib))
+    step("no row misses", dram_row_miss_cycles=0)
+    tiles = -(-num_nodes // tile_nodes(steps[-1][1], params.lanes))
+    step("copy lists", num_eid_fifos=max(1, tiles), sparse_buffer_kib=1)
+    step("per-lane constants", requant_constants=True)
+    step("64-bit edge beats", edge_bytes=8)
+    step("single-buffered", engine_buffers=1)
+    return steps
 
 
 def one_pass_combination(layer, x: np.ndarray) -> dict:
@@ -115,7 +141,6 @@ def one_pass_combination(layer, x: np.ndarray) -> dict:
 
 def scheduler_layer(wl, li: int, cfg) -> dict:
     """``hw.scheduler`` on layer ``li`` of the workload alone: its cycles and busy cycles per stage."""
-    from dataclasses import replace
 
     from hw.scheduler import Simulator
 
@@ -167,10 +192,12 @@ def run_layers(args) -> list[dict]:
         res = simulate_layer(img, sim=sim, build_root=build_root, work_dir=out / f"layer{li}",
                              log_file=out / f"layer{li}.log")
         model_c = model_cycles(img)
-        sched = matched = None
+        sched = matched = design = None
         if wl is not None:
             sched = scheduler_layer(wl, li, cfg)
-            matched = scheduler_layer(wl, li, rtl_matched_config(cfg, img.lanes, args.max_rows, layer.psum_bits))
+            steps = rtl_design_steps(cfg, img.params, img.num_rows, x.shape[1])
+            design = [{"step": name, **scheduler_layer(wl, li, c)} for name, c in steps]
+            matched = design[0]  # the top's engine counts, the preset's memory and buffers
         rtl = rtl_phases(res)
         mismatch = None
         if res["err"]:
@@ -184,7 +211,7 @@ def run_layers(args) -> list[dict]:
                "rtl_cycles": rtl["total"], "model_cycles": model_c["total"],
                "cycle_exact": rtl == model_c, "rtl_phases": rtl, "model_phases": model_c,
                "scheduler_cycles": None if sched is None else sched["cycles"], "scheduler_config": cfg.name,
-               "scheduler": sched, "scheduler_rtl_matched": matched,
+               "scheduler": sched, "scheduler_rtl_matched": matched, "scheduler_rtl_design": design,
                "one_pass": None if args.no_model else one_pass_combination(layer, x),
                "tiles": img.num_tiles, "comb_tiles": len(img.comb_tiles), "agg_tiles": len(img.agg_tiles),
                "image_words": len(img.words), "rows": img.num_rows,
@@ -209,18 +236,18 @@ def run_export(export: str | Path, *, layers: str = "all", sim: str | None = Non
 
 def table(records: list[dict]) -> str:
     head = (f"{'layer':>5} {'bit-exact':>9} {'rtl cycles':>11} {'model':>11} {'diff':>6} {'load':>9} {'comb':>9} "
-            f"{'xw wr':>7} {'agg':>8} {'wb':>7} {'tiles':>5} {'cyc/s':>9} {'sched preset / matched':>22}")
+            f"{'xw wr':>7} {'agg':>8} {'wb':>7} {'tiles':>5} {'cyc/s':>9} {'sched preset / engines / design':>32}")
     lines = [head]
     for r in records:
         p = r["rtl_phases"]
         diff = (r["rtl_cycles"] - r["model_cycles"]) / max(1, r["model_cycles"])
-        m = r["scheduler_rtl_matched"]
-        sched = f"{r['scheduler_cycles']:.0f} / {m['cycles']:.0f}" if m is not None else "-"
+        m, d = r["scheduler_rtl_matched"], r["scheduler_rtl_design"]
+        sched = f"{r['scheduler_cycles']:.0f} / {m['cycles']:.0f} / {d[-1]['cycles']:.0f}" if m is not None else "-"
         lines.append(f"{r['layer']:>5} {'yes' if r['bit_exact'] else 'NO':>9} {r['rtl_cycles']:>11} "
                      f"{r['model_cycles']:>11} {diff:>6.1%} {p['load']:>9} {p['combination']:>9} "
                      f"{p['xw_writes']:>7} {p['aggregation']:>8} {p['writeback']:>7} {r['tiles']:>5} "
                      f"{r['sim_cycles_per_s']:>9.0f} "
-                     f"{sched:>22}")
+                     f"{sched:>32}")
     return "\n".join(lines)
 
 
@@ -238,8 +265,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(table(records))
     print(f"model = hw.timing.accel_top_layer_cycles; sched = hw.scheduler on the layer alone, on preset "
-          f"'{records[0]['scheduler_config']}' / with the RTL's engine counts (its dataflow differs: see "
-          "hw/rtl/README.md); records in " + str(Path(args.out).resolve()))
+          f"'{records[0]['scheduler_config']}' / with the RTL's engine counts / moved to the RTL's design (the "
+          "steps are in the records; see hw/rtl/README.md); records in " + str(Path(args.out).resolve()))
     bad = [r for r in records if not r["bit_exact"]]
     for r in bad:
         print(f"MISMATCH {r['mismatch']}")

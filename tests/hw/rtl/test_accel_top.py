@@ -236,6 +236,60 @@ def tiny_export(tmp_path_factory):
     return path
 
 
+def _tiny_layers(tiny_export):
+    from hw.config import mega
+    from hw.workload import workload_from_export
+    from quant.archs.gcn.integer import gcn_graph
+    from quant.qgraph import load
+
+    q = load(tiny_export)
+    model = q.to_quantized_gcn()
+    graph = gcn_graph(np.asarray(q["graph.edge_index"]), model.x_codes.shape[0])
+    wl = workload_from_export(q)
+    for li, layer in enumerate(model.layers):
+        x = np.asarray(q[f"layer{li}.x_codes"])
+        img = build_image(layer, x, graph, params_for(layer, x.shape[1], mega(), max_nodes=64, max_rows=16))
+        yield li, layer, x, img, wl
+
+
+def test_design_steps_move_one_choice_at_a_time(tiny_export):
+    """Each step of ``rtl_design_steps`` changes only its own fields; the last one is the top as the scheduler
+    describes it, and the copy lists leave no Condense-Edge re-read pass."""
+    from dataclasses import fields
+
+    from hw.config import mega
+
+    changed_by = {"weights held": {"weight_buffer_kib"}, "no row misses": {"dram_row_miss_cycles"},
+                  "copy lists": {"num_eid_fifos", "sparse_buffer_kib"}, "per-lane constants": {"requant_constants"},
+                  "64-bit edge beats": {"edge_bytes"}, "single-buffered": {"engine_buffers"}}
+    for li, _, x, img, wl in _tiny_layers(tiny_export):
+        steps = rtl_run.rtl_design_steps(mega(), img.params, img.num_rows, x.shape[1])
+        assert [name for name, _ in steps] == ["engines", *changed_by]
+        for (_, before), (name, after) in zip(steps, steps[1:], strict=False):
+            diff = {f.name for f in fields(before) if f.name not in ("name", "sources")
+                    and getattr(before, f.name) != getattr(after, f.name)}
+            assert diff <= changed_by[name], (name, diff)
+        last = steps[-1][1]
+        assert (last.requant_constants, last.edge_bytes, last.engine_buffers, last.dram_row_miss_cycles) == \
+            (True, 8, 1, 0)
+        assert last.weight_buffer_kib * 1024 >= x.shape[1] * img.params.lanes * img.params.w_bits // 8
+        copies = rtl_run.scheduler_layer(wl, li, dict(steps)["copy lists"])
+        assert "reread" not in copies["busy_cycles"] and copies["busy_cycles"]["condense"] > 0
+        cycles = {name: rtl_run.scheduler_layer(wl, li, c)["cycles"] for name, c in steps}
+        assert cycles["per-lane constants"] > cycles["copy lists"]  # streamed constants cost cycles
+        assert cycles["single-buffered"] >= cycles["64-bit edge beats"]
+
+
+def test_workload_flags_match_the_images_header(tiny_export):
+    """What the scheduler streams per row (``LayerTensors.agg_requant`` / ``bias_per_row`` / ``out_bits``) is what
+    the RTL image's layer header says the output stage uses."""
+    for li, _, _, img, wl in _tiny_layers(tiny_export):
+        head, lt = img.words[0], wl.layers[li]
+        assert bool(head >> 32 & 1) == lt.agg_requant
+        assert bool(head >> 34 & 1) == (lt.out_bits is not None)
+        assert bool(head >> 35 & 1) == lt.bias_per_row
+
+
 def test_run_cli_bad_layers_and_missing_simulator(capsys, tmp_path, monkeypatch, tiny_export):
     rc, _, err = _cli(capsys, tiny_export, "--layers", "7", "--out", tmp_path / "o")
     assert rc == 2 and "the export has layers 0..1" in err
@@ -273,6 +327,8 @@ def test_run_cli_tiny_export(sim, sim_exe, rtl_build_root, tmp_path, capsys, tin
         assert rec["bit_exact"] and rec["cycle_exact"], rec
         assert rec["rtl_cycles"] == rec["model_cycles"] == rec["rtl_phases"]["total"]
         assert rec["tiles"] >= 2 and rec["sim_cycles_per_s"] > 0
+        assert [s["step"] for s in rec["scheduler_rtl_design"]][::6] == ["engines", "single-buffered"]
+        assert rec["scheduler_rtl_matched"] == rec["scheduler_rtl_design"][0]
     assert "bit-exact" in text.splitlines()[0]
 
 
