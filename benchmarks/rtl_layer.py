@@ -205,4 +205,7 @@ def _design_steps(res: dict) -> list[str]:
         out.append(f"| {Path(r['export']).name} | {r['layer']} | {r['rtl_cycles']} | "
                    + " | ".join(f"{s['cycles']:.0f}" for s in steps)
                    + f" | {r['rtl_cycles'] / steps[-1]['cycles']:.3f} |")
-    return out
+    return out + ["", "What still differs after the last column: the scheduler decodes a tile in a stage of its own "
+                  "before the combination (the RTL's decoder streams values into the C-PE), writes XW and the "
+                  "outputs in Adaptive-Package (the RTL: 8 and 32 bits per lane) and cuts other tiles "
+                  "(docs: hw/rtl/README.md).", ""]
