@@ -303,9 +303,9 @@ class _CombFirstLayer:
 
     def _constants(self, name: str, bits_per_node: int) -> dict:
         """A region of ``bits_per_node`` constant bits per node (byte-rounded), placed like a feature stream."""
-        per_node = np.full(self.n, -(-bits_per_node // 8), np.int64)
         if not bits_per_node:
             return {}
+        per_node = np.full(self.n, -(-bits_per_node // 8), np.int64)
         per_tile = np.add.reduceat(per_node, self.starts)
         return {"constants": (self.amap.alloc(name, int(per_node.sum())), np.cumsum(per_tile) - per_tile, per_tile)}
 

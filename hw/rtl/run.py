@@ -141,7 +141,6 @@ def one_pass_combination(layer, x: np.ndarray) -> dict:
 
 def scheduler_layer(wl, li: int, cfg) -> dict:
     """``hw.scheduler`` on layer ``li`` of the workload alone: its cycles and busy cycles per stage."""
-
     from hw.scheduler import Simulator
 
     sim = Simulator(cfg)
