@@ -48,6 +48,21 @@ def tile_nodes(cfg: AcceleratorConfig, width: int) -> int:
     return max(1, (cfg.buffer_bytes["aggregation"] // 2) // max(1, width * cfg.psum_bits // 8))
 
 
+def runs_combination_first(cfg: AcceleratorConfig, lt) -> bool:
+    """A GCN layer on a combination-first config; every other layer runs aggregation-first."""
+    return cfg.order == "combination_first" and isinstance(lt, LayerTensors)
+
+
+def constants_unsupported(cfg: AcceleratorConfig, workload) -> str | None:
+    """Why ``cfg`` cannot stream ``workload``'s requantization constants (``requant_constants`` covers
+    combination-first GCN layers), or None."""
+    agg_first = [li for li, lt in enumerate(workload.layers) if not runs_combination_first(cfg, lt)]
+    if not cfg.requant_constants or not agg_first:
+        return None
+    return (f"AcceleratorConfig({cfg.name}): requant_constants streams the constants of combination-first GCN "
+            f"layers; layers {agg_first} of {workload.name} run aggregation-first: set it to false")
+
+
 class Simulator:
     """Holds the shared DRAM, buffers and per-stage stats; ``run(workload)`` returns the total cycles."""
 
@@ -88,10 +103,12 @@ class Simulator:
 
     # ---- one layer -----------------------------------------------------------------------------------------
     def run(self, workload) -> float:
+        why = constants_unsupported(self.cfg, workload)
+        if why:
+            raise ConfigError(why)
         prev = None  # (tile_nodes, end cycle per tile) of the previous layer's output
         for li, lt in enumerate(workload.layers):
-            comb_first = self.cfg.order == "combination_first" and isinstance(lt, LayerTensors)
-            layer = self._layer_comb_first if comb_first else self._layer_agg_first
+            layer = self._layer_comb_first if runs_combination_first(self.cfg, lt) else self._layer_agg_first
             prev = layer(workload, li, lt, prev)
             self.layer_cycles.append(max(prev[1]))
         return max(self.layer_cycles)
@@ -144,9 +161,6 @@ class Simulator:
         (one dense matmul of the aggregated rows), or a GIN / GraphSAGE layer (``hw.aggregate_first``: every
         preset; its combination passes on the preset's engine, its input stream decoded when packed)."""
         cfg, st, dram, buf = self.cfg, self.stats, self.dram, self.buffers
-        if cfg.requant_constants:
-            raise ConfigError(f"AcceleratorConfig({cfg.name}): requant_constants streams a combination-first GCN "
-                              "layer's constants; this layer runs aggregation-first: set it to false")
         n, f_in, f_out = lt.dims
         gcn = isinstance(lt, LayerTensors)
         tn = tile_nodes(cfg, f_in)

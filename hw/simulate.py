@@ -147,7 +147,10 @@ def prediction_check(trained: dict | None, result: dict, args: argparse.Namespac
 
 def _simulate(wl, cfg, args: argparse.Namespace) -> dict:
     """Simulate ``wl`` on ``cfg``, print the summary, write the JSON and PNG under ``args.out``."""
-    result = run_simulation(wl, cfg, check=not args.no_check)
+    try:
+        result = run_simulation(wl, cfg, check=not args.no_check)
+    except ConfigError as e:  # a field the workload's layers cannot use (e.g. requant_constants, aggregation-first)
+        raise UsageError(str(e)) from None
     print(summary(result))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -75,6 +75,18 @@ def _specs(args: argparse.Namespace) -> list[WorkloadSpec]:
     return specs
 
 
+def _check_constants(specs: list[WorkloadSpec], designs: list) -> None:
+    """A design that streams requantization constants needs combination-first GCN layers (one line, else)."""
+    from hw.scheduler import constants_unsupported
+
+    for spec in specs:
+        wl = load_workload(spec)
+        for cfg in designs:
+            why = constants_unsupported(cfg, wl)
+            if why:
+                raise UsageError(why)
+
+
 def main(argv: list[str] | None = None) -> dict:
     """The command line; bad input (space, export, dataset) ends with one ``error:`` line and exit status 2."""
     args = _parser().parse_args(argv)
@@ -88,6 +100,7 @@ def main(argv: list[str] | None = None) -> dict:
     if not designs:
         raise UsageError(f"the space has no valid design ({invalid} combinations refused by AcceleratorConfig)")
     specs = _specs(args)
+    _check_constants(specs, designs)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()

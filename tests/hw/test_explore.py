@@ -209,11 +209,14 @@ def test_cli_writes_every_file_and_resumes(tmp_path, capsys):
     (["--space", "BAD"], "unknown accelerator field 'num_pes'"),
     (["--space", "EMPTY"], "no fields to vary"),
     (["missing.qgraph"], "export missing.qgraph does not exist"),
+    (["--space", "HYGCN_CONSTANTS"], "run aggregation-first"),
 ])
 def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, capsys, extra, message):
     (tmp_path / "bad.toml").write_text("[fields]\nnum_pes = [1, 2]\n")
     (tmp_path / "empty.toml").write_text("[fields]\n")
-    extra = [{"BAD": str(tmp_path / "bad.toml"), "EMPTY": str(tmp_path / "empty.toml")}.get(a, a) for a in extra]
+    (tmp_path / "hc.toml").write_text('base = "hygcn"\nsampler = "grid"\n[fields]\nrequant_constants = [false, true]\n')
+    extra = [{"BAD": str(tmp_path / "bad.toml"), "EMPTY": str(tmp_path / "empty.toml"),
+              "HYGCN_CONSTANTS": str(tmp_path / "hc.toml")}.get(a, a) for a in extra]
     workloads = [a for a in extra if a.endswith(".qgraph")] or ["sbm-100"]
     flags = [a for a in extra if not a.endswith(".qgraph")]
     with pytest.raises(SystemExit) as e:

@@ -108,3 +108,19 @@ def test_constant_widths_hold_the_integer_paths_constants(tmp_path, arch_cases, 
             assert np.min(shift) >= 0 and np.max(shift) < 2**SHIFT_BITS
             checked += 1
     assert checked >= len(model.layers) + 1  # every XW requant and at least one next-layer requant
+
+
+def test_cli_refuses_constants_on_aggregation_first_layers_in_one_line(tmp_path, monkeypatch, capsys,
+                                                                       make_workload):
+    """``python -m hw.simulate`` with a config the workload's layers cannot use: one ``error:`` line, exit 2."""
+    import hw.simulate as sim_mod
+
+    monkeypatch.setattr(sim_mod, "workload_from_graph", lambda name, hidden, order: make_workload(n=120))
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[accelerator]\nbase = "hygcn"\nrequant_constants = true\n')
+    with pytest.raises(SystemExit) as e:
+        sim_mod.main(["rand", "--config", str(cfg), "--out", str(tmp_path)])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "aggregation-first" in err and len(err.strip().splitlines()) == 1
+    assert not list(tmp_path.glob("hw_sim_*"))  # nothing half-written
