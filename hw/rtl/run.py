@@ -92,11 +92,13 @@ def _setup(args):
 
 
 def rtl_matched_config(cfg, lanes: int, max_rows: int, psum_bits: int):
-    """``cfg`` with the RTL top's engine counts: one decoder, one C-PE of ``lanes`` bit-serial engines, one
-    ``lanes``-wide aggregation unit (one edge beat per cycle), ``lanes`` requant units, a 64-bit memory port at
-    one beat per cycle and an aggregation buffer of two ``max_rows``-row tiles (the memory latency is kept)."""
+    """``cfg`` with the RTL top's engine counts and order: combination first, one decoder, one C-PE of ``lanes``
+    bit-serial engines, one ``lanes``-wide aggregation unit (one edge beat per cycle), ``lanes`` requant units, a
+    64-bit memory port at one beat per cycle and an aggregation buffer of two ``max_rows``-row tiles (the memory
+    latency is kept)."""
     agg_kib = max(1, -(-2 * max_rows * lanes * psum_bits // 8 // 1024))
-    return replace(cfg, name=f"{cfg.name}_rtl_top", num_comb_tiles=1, num_cpe_per_tile=1, num_bse_per_cpe=lanes,
+    return replace(cfg, name=f"{cfg.name}_rtl_top", order="combination_first", num_comb_tiles=1,
+                   num_cpe_per_tile=1, num_bse_per_cpe=lanes,
                    num_agg_units=lanes, agg_lanes=lanes, num_decoders=1, num_requant_units=lanes,
                    dram_bandwidth_gbs=8.0 * cfg.clock_ghz, aggregation_buffer_kib=agg_kib)
 

@@ -280,6 +280,18 @@ def test_design_steps_move_one_choice_at_a_time(tiny_export):
         assert cycles["single-buffered"] >= cycles["64-bit edge beats"]
 
 
+@pytest.mark.parametrize("arch", ["mega", "hygcn", "gcnax"])
+def test_design_steps_run_from_every_preset(tiny_export, arch):
+    """The steps start from any preset (``--arch``), aggregation-first HyGCN included: the RTL top is
+    combination-first, so every step is, and each runs the layer."""
+    from hw.config import preset
+
+    for li, _, x, img, wl in _tiny_layers(tiny_export):
+        for name, cfg in rtl_run.rtl_design_steps(preset(arch), img.params, img.num_rows, x.shape[1]):
+            assert cfg.order == "combination_first", name
+            assert rtl_run.scheduler_layer(wl, li, cfg)["cycles"] > 0
+
+
 def test_workload_flags_match_the_images_header(tiny_export):
     """What the scheduler streams per row (``LayerTensors.agg_requant`` / ``bias_per_row`` / ``out_bits``) is what
     the RTL image's layer header says the output stage uses."""
