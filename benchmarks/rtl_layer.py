@@ -207,5 +207,6 @@ def _design_steps(res: dict) -> list[str]:
                    + f" | {r['rtl_cycles'] / steps[-1]['cycles']:.3f} |")
     return out + ["", "What still differs after the last column: the scheduler decodes a tile in a stage of its own "
                   "before the combination (the RTL's decoder streams values into the C-PE), writes XW and the "
-                  "outputs in Adaptive-Package (the RTL: 8 and 32 bits per lane) and cuts other tiles "
-                  "(docs: hw/rtl/README.md).", ""]
+                  "outputs in Adaptive-Package (the RTL: 8 and 32 bits per lane), shares one bus between reads and "
+                  "writes (the RTL's memory port does both in a cycle) and cuts other tiles (docs: "
+                  "hw/rtl/README.md).", ""]

@@ -101,6 +101,16 @@ class Simulator:
                 total += nbytes
         return done, total
 
+    def _alloc_edges(self, name: str, num_nodes: int, num_edges: int) -> int:
+        """The region of a layer's edge stream: a 4-byte row pointer per row (+1), ``edge_bytes`` per edge."""
+        return self.amap.alloc(name, 4 * (num_nodes + 1) + self.cfg.edge_bytes * num_edges)
+
+    def _read_edges(self, time: float, base: int, e0: int, e1: int, lo: int, hi: int) -> float:
+        """Read the edges ``e0:e1`` and row pointers ``lo..hi`` of one tile into the edge buffer; its completion."""
+        nbytes = self.cfg.edge_bytes * (e1 - e0) + 4 * (hi - lo + 1)
+        self.buffers["edge"].write(nbytes)
+        return self.dram.request(time, base + self.cfg.edge_bytes * e0 + 4 * lo, nbytes, write=False, tensor="edges")
+
     # ---- one layer -----------------------------------------------------------------------------------------
     def run(self, workload) -> float:
         why = constants_unsupported(self.cfg, workload)
@@ -174,7 +184,7 @@ class Simulator:
         rows_base = self.amap.alloc(f"L{li}.x_rows", int(xl.row_bytes.sum()))
         w_bytes, w_fits = self._weights(lt, f_in, f_out)
         w_base = self.amap.alloc(f"L{li}.weights", w_bytes)
-        edges_base = self.amap.alloc(f"L{li}.edges", 4 * (n + 1) + cfg.edge_bytes * wl.indices.size)
+        edges_base = self._alloc_edges(f"L{li}.edges", n, wl.indices.size)
         src = wl.indices
         beats_t = np.add.reduceat(np.maximum(np.diff(wl.indptr), 1), starts) * -(-f_in // cfg.agg_lanes)
         bounds = [(int(a), int(min(n, a + tn))) for a in starts]
@@ -188,9 +198,7 @@ class Simulator:
         def load_a(d: int, s: float) -> float:
             lo, hi = bounds[d]
             e0, e1 = int(wl.indptr[lo]), int(wl.indptr[hi])
-            eb = cfg.edge_bytes * (e1 - e0) + 4 * (hi - lo + 1)
-            buf["edge"].write(eb)
-            done = dram.request(s, edges_base + cfg.edge_bytes * e0 + 4 * lo, eb, write=False, tensor="edges")
+            done = self._read_edges(s, edges_base, e0, e1, lo, hi)
             done = max(done, self._stream(s, f"L{li}.x", x_reg, d, write=False)[0])
             first_of_batch = d % batch == 0
             if d == 0 or (not w_fits and first_of_batch):
@@ -452,7 +460,7 @@ class _CombFirstLayer:
         src = wl.indices
         self.beats_t = np.add.reduceat(np.maximum(np.diff(wl.indptr), 1), self.starts) * -(-self.f_out //
                                                                                              cfg.agg_lanes)
-        self.edges_base = self.amap.alloc(f"L{li}.edges", 4 * (self.n + 1) + cfg.edge_bytes * src.size)
+        self.edges_base = self.sim._alloc_edges(f"L{li}.edges", self.n, src.size)
         self.src_tiles_of = [np.unique(src[wl.indptr[lo]:wl.indptr[hi]] // self.tn)
                              for lo, hi in map(self.tile_of, range(self.nt))]
         self.row_off = np.cumsum(wlay.row_bytes) - wlay.row_bytes
@@ -462,10 +470,7 @@ class _CombFirstLayer:
         wl, buf = self.wl, self.buf
         lo, hi = self.tile_of(d)
         e0, e1 = int(wl.indptr[lo]), int(wl.indptr[hi])
-        eb = self.cfg.edge_bytes * (e1 - e0) + 4 * (hi - lo + 1)
-        buf["edge"].write(eb)
-        done = self.dram.request(s, self.edges_base + self.cfg.edge_bytes * e0 + 4 * lo, eb, write=False,
-                                 tensor="edges")
+        done = self.sim._read_edges(s, self.edges_base, e0, e1, lo, hi)
         consts, cbytes = self.sim._stream(s, f"L{self.li}.out_constants", self.out_const_reg, d, write=False)
         buf["aggregation"].write(cbytes)
         done = max(done, consts)
