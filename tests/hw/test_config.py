@@ -58,6 +58,9 @@ def test_shipped_example_config_loads():
 
     c = load_config(Path(hw.__file__).parent / "configs" / "mega_64B_access.toml")
     assert (c.name, c.dram_access_bytes, c.bytes_per_cycle) == ("mega", 64, 128.0)
+    r = load_config(Path(hw.__file__).parent / "configs" / "mega_rtl_choices.toml")
+    assert (r.requant_constants, r.edge_bytes, r.engine_buffers, r.dram_row_miss_cycles) == (True, 8, 1, 0)
+    assert r.num_bse == mega().num_bse  # only the four choices move
 
 
 def test_config_error_is_a_value_error():
